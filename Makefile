@@ -1,0 +1,42 @@
+# Odradek's entry points. `make run` and `make test` work from a fresh clone on Debian/Ubuntu with
+# only Python 3.11+, make and apt: they create .venv and install what they need.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 9092
+DATA   ?= ./data
+
+.PHONY: run test lint bench generate check-generated clean venv deps test-deps
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test]'
+	bash scripts/install-system-deps
+	touch $@
+
+venv: $(VENV)/.installed
+test-deps: $(VENV)/.test-installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/odradek serve --listeners PLAINTEXT://localhost:$(PORT) --log-dirs $(DATA)
+
+test: $(VENV)/.test-installed
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.test-installed
+	$(VENV)/bin/ruff check .
+	$(PY) -m protocol.generator --check
+
+generate: $(VENV)/.installed
+	$(PY) -m protocol.generator
+
+bench: $(VENV)/.test-installed
+	$(PY) -m tests.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -576,7 +576,7 @@ class ModuleWriter:
             "    write_compact_bytes as _write_compact_bytes,\n"
             "    write_compact_nullable_bytes as _write_compact_nullable_bytes,\n"
             "    array_len as _array_len, compact_array_len as _compact_array_len,\n"
-            "    write_tagged_fields as _write_tags,\n"
+            "    write_tagged_fields as _write_tags, write_uuid as _write_uuid,\n"
             ")\n"
             "from struct import Struct as _Struct\n\n"
             "_new = object.__new__\n"

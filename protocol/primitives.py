@@ -323,8 +323,8 @@ def read_uuid(b: memoryview, p: int) -> tuple[uuid.UUID, int]:
 _ZERO16 = bytes(16)
 
 
-def uuid_bytes(u: uuid.UUID) -> bytes:
-    return u.bytes
+def write_uuid(w: Callable[[bytes], Any], u: uuid.UUID) -> None:
+    w(u.bytes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from protocol.primitives import (
     write_compact_bytes as _write_compact_bytes,
     write_compact_nullable_bytes as _write_compact_nullable_bytes,
     array_len as _array_len, compact_array_len as _compact_array_len,
-    write_tagged_fields as _write_tags,
+    write_tagged_fields as _write_tags, write_uuid as _write_uuid,
 )
 from struct import Struct as _Struct
 

@@ -422,7 +422,7 @@ class ModuleWriter:
         if flex:
             if tags:
                 entries = ", ".join(
-                    f"({t}, {n!r}, lambda: {d}, {e})" for t, n, d, e in sorted(tags)
+                    f"({t}, {n!r}, {d}, {e})" for t, n, d, e in sorted(tags)
                 )
                 table = self.add_table(f"_TE_{st.name}_v{v}", f"({entries},)")
                 lines.append(f"    _write_tags(w, o, {table})")

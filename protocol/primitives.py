@@ -20,6 +20,7 @@ and fetch paths. `bytes` fields are copied into `bytes` (they are small: group m
 
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from collections.abc import Callable, Sequence
@@ -55,17 +56,17 @@ _unpack_i32 = I32.unpack_from
 _pack_i16 = I16.pack
 _pack_i32 = I32.pack
 
-_STRUCT_CACHE: dict[str, struct.Struct] = {}
+_ARRAY_STRUCTS: dict[str, dict[int, struct.Struct]] = {c: {} for c in "bhHiqd?"}
 
 
 def array_struct(code: str, n: int) -> struct.Struct:
     """A cached Struct for `n` big-endian items of one format code (for []int32 and friends)."""
-    key = f">{n}{code}"
-    s = _STRUCT_CACHE.get(key)
+    cache = _ARRAY_STRUCTS[code]
+    s = cache.get(n)
     if s is None:
-        if len(_STRUCT_CACHE) > 4096:
-            _STRUCT_CACHE.clear()
-        s = _STRUCT_CACHE[key] = struct.Struct(key)
+        if len(cache) > 1024:
+            cache.clear()
+        s = cache[n] = struct.Struct(f">{n}{code}")
     return s
 
 
@@ -375,14 +376,14 @@ TagEncoder = Callable[[Callable[[bytes], Any], Any], None]
 def write_tagged_fields(
     w: Callable[[bytes], Any],
     o: Any,
-    known: Sequence[tuple[int, str, Callable[[], Any], TagEncoder]],
+    known: Sequence[tuple[int, str, Any, TagEncoder]],
 ) -> None:
-    """Write known tagged fields whose value differs from the default, merged in tag order with
-    the unknown ones preserved from decoding."""
+    """Write known tagged fields whose value differs from the default (a shared instance, only
+    ever compared), merged in tag order with the unknown ones preserved from decoding."""
     items: list[tuple[int, bytes]] = []
     for tag, attr, default, enc in known:
         value = getattr(o, attr)
-        if value != default():
+        if value != default:
             parts: list[bytes] = []
             enc(parts.append, value)
             items.append((tag, b"".join(parts)))
@@ -438,11 +439,19 @@ class Message:
 
     __slots__ = ()
     FIELDS: tuple[Field, ...] = ()
+    _values: Callable[[Any], Any] = staticmethod(lambda o: ())
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        slots = cls.__dict__.get("__slots__", ())
+        if slots:
+            getter = operator.attrgetter(*slots)
+            cls._values = getter if len(slots) > 1 else staticmethod(lambda o, g=getter: (g(o),))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+        return self is other or self._values(self) == self._values(other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 

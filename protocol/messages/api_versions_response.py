@@ -314,7 +314,7 @@ def _e_ApiVersionsResponse_v3(o, w):
 
 
 _TD_ApiVersionsResponse_v3 = {0: ('supported_features', _td_ApiVersionsResponse_supported_features_v3), 1: ('finalized_features_epoch', _td_ApiVersionsResponse_finalized_features_epoch_v3), 2: ('finalized_features', _td_ApiVersionsResponse_finalized_features_v3), 3: ('zk_migration_ready', _td_ApiVersionsResponse_zk_migration_ready_v3)}
-_TE_ApiVersionsResponse_v3 = ((0, 'supported_features', lambda: [], _te_ApiVersionsResponse_supported_features_v3), (1, 'finalized_features_epoch', lambda: -1, _te_ApiVersionsResponse_finalized_features_epoch_v3), (2, 'finalized_features', lambda: [], _te_ApiVersionsResponse_finalized_features_v3), (3, 'zk_migration_ready', lambda: False, _te_ApiVersionsResponse_zk_migration_ready_v3),)
+_TE_ApiVersionsResponse_v3 = ((0, 'supported_features', [], _te_ApiVersionsResponse_supported_features_v3), (1, 'finalized_features_epoch', -1, _te_ApiVersionsResponse_finalized_features_epoch_v3), (2, 'finalized_features', [], _te_ApiVersionsResponse_finalized_features_v3), (3, 'zk_migration_ready', False, _te_ApiVersionsResponse_zk_migration_ready_v3),)
 
 
 ApiVersionsResponse._DECODERS = (_d_ApiVersionsResponse_v0, _d_ApiVersionsResponse_v1, _d_ApiVersionsResponse_v1, _d_ApiVersionsResponse_v3, _d_ApiVersionsResponse_v3,)

@@ -267,7 +267,7 @@ def _e_BeginQuorumEpochResponse_v1(o, w):
 
 
 _TD_BeginQuorumEpochResponse_v1 = {0: ('node_endpoints', _td_BeginQuorumEpochResponse_node_endpoints_v1)}
-_TE_BeginQuorumEpochResponse_v1 = ((0, 'node_endpoints', lambda: [], _te_BeginQuorumEpochResponse_node_endpoints_v1),)
+_TE_BeginQuorumEpochResponse_v1 = ((0, 'node_endpoints', [], _te_BeginQuorumEpochResponse_node_endpoints_v1),)
 
 
 BeginQuorumEpochResponse._DECODERS = (_d_BeginQuorumEpochResponse_v0, _d_BeginQuorumEpochResponse_v1,)

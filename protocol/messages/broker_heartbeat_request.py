@@ -104,7 +104,7 @@ def _e_BrokerHeartbeatRequest_v1(o, w):
 
 
 _TD_BrokerHeartbeatRequest_v1 = {0: ('offline_log_dirs', _td_BrokerHeartbeatRequest_offline_log_dirs_v1)}
-_TE_BrokerHeartbeatRequest_v1 = ((0, 'offline_log_dirs', lambda: [], _te_BrokerHeartbeatRequest_offline_log_dirs_v1),)
+_TE_BrokerHeartbeatRequest_v1 = ((0, 'offline_log_dirs', [], _te_BrokerHeartbeatRequest_offline_log_dirs_v1),)
 
 
 BrokerHeartbeatRequest._DECODERS = (_d_BrokerHeartbeatRequest_v0, _d_BrokerHeartbeatRequest_v1,)

@@ -362,7 +362,7 @@ def _e_CreateTopicsResponse_v7(o, w):
 
 
 _TD_CreatableTopicResult_v5 = {0: ('topic_config_error_code', _td_CreatableTopicResult_topic_config_error_code_v5)}
-_TE_CreatableTopicResult_v5 = ((0, 'topic_config_error_code', lambda: 0, _te_CreatableTopicResult_topic_config_error_code_v5),)
+_TE_CreatableTopicResult_v5 = ((0, 'topic_config_error_code', 0, _te_CreatableTopicResult_topic_config_error_code_v5),)
 
 
 CreateTopicsResponse._DECODERS = (_d_CreateTopicsResponse_v0, _d_CreateTopicsResponse_v1, _d_CreateTopicsResponse_v2, _d_CreateTopicsResponse_v2, _d_CreateTopicsResponse_v2, _d_CreateTopicsResponse_v5, _d_CreateTopicsResponse_v5, _d_CreateTopicsResponse_v7,)

@@ -267,7 +267,7 @@ def _e_EndQuorumEpochResponse_v1(o, w):
 
 
 _TD_EndQuorumEpochResponse_v1 = {0: ('node_endpoints', _td_EndQuorumEpochResponse_node_endpoints_v1)}
-_TE_EndQuorumEpochResponse_v1 = ((0, 'node_endpoints', lambda: [], _te_EndQuorumEpochResponse_node_endpoints_v1),)
+_TE_EndQuorumEpochResponse_v1 = ((0, 'node_endpoints', [], _te_EndQuorumEpochResponse_node_endpoints_v1),)
 
 
 EndQuorumEpochResponse._DECODERS = (_d_EndQuorumEpochResponse_v0, _d_EndQuorumEpochResponse_v1,)

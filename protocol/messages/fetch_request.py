@@ -894,11 +894,11 @@ def _e_FetchRequest_v17(o, w):
 
 
 _TD_FetchRequest_v12 = {0: ('cluster_id', _td_FetchRequest_cluster_id_v12)}
-_TE_FetchRequest_v12 = ((0, 'cluster_id', lambda: None, _te_FetchRequest_cluster_id_v12),)
+_TE_FetchRequest_v12 = ((0, 'cluster_id', None, _te_FetchRequest_cluster_id_v12),)
 _TD_FetchRequest_v15 = {0: ('cluster_id', _td_FetchRequest_cluster_id_v12), 1: ('replica_state', _td_FetchRequest_replica_state_v15)}
-_TE_FetchRequest_v15 = ((0, 'cluster_id', lambda: None, _te_FetchRequest_cluster_id_v12), (1, 'replica_state', lambda: ReplicaState(), _te_FetchRequest_replica_state_v15),)
+_TE_FetchRequest_v15 = ((0, 'cluster_id', None, _te_FetchRequest_cluster_id_v12), (1, 'replica_state', ReplicaState(), _te_FetchRequest_replica_state_v15),)
 _TD_FetchPartition_v17 = {0: ('replica_directory_id', _td_FetchPartition_replica_directory_id_v17)}
-_TE_FetchPartition_v17 = ((0, 'replica_directory_id', lambda: _ZERO_UUID, _te_FetchPartition_replica_directory_id_v17),)
+_TE_FetchPartition_v17 = ((0, 'replica_directory_id', _ZERO_UUID, _te_FetchPartition_replica_directory_id_v17),)
 
 
 FetchRequest._DECODERS = (_d_FetchRequest_v0, _d_FetchRequest_v0, _d_FetchRequest_v0, _d_FetchRequest_v3, _d_FetchRequest_v4, _d_FetchRequest_v5, _d_FetchRequest_v5, _d_FetchRequest_v7, _d_FetchRequest_v7, _d_FetchRequest_v9, _d_FetchRequest_v9, _d_FetchRequest_v11, _d_FetchRequest_v12, _d_FetchRequest_v13, _d_FetchRequest_v13, _d_FetchRequest_v15, _d_FetchRequest_v15, _d_FetchRequest_v17,)

@@ -882,9 +882,9 @@ def _e_FetchResponse_v16(o, w):
 
 
 _TD_PartitionData_v12 = {0: ('diverging_epoch', _td_PartitionData_diverging_epoch_v12), 1: ('current_leader', _td_PartitionData_current_leader_v12), 2: ('snapshot_id', _td_PartitionData_snapshot_id_v12)}
-_TE_PartitionData_v12 = ((0, 'diverging_epoch', lambda: EpochEndOffset(), _te_PartitionData_diverging_epoch_v12), (1, 'current_leader', lambda: LeaderIdAndEpoch(), _te_PartitionData_current_leader_v12), (2, 'snapshot_id', lambda: SnapshotId(), _te_PartitionData_snapshot_id_v12),)
+_TE_PartitionData_v12 = ((0, 'diverging_epoch', EpochEndOffset(), _te_PartitionData_diverging_epoch_v12), (1, 'current_leader', LeaderIdAndEpoch(), _te_PartitionData_current_leader_v12), (2, 'snapshot_id', SnapshotId(), _te_PartitionData_snapshot_id_v12),)
 _TD_FetchResponse_v16 = {0: ('node_endpoints', _td_FetchResponse_node_endpoints_v16)}
-_TE_FetchResponse_v16 = ((0, 'node_endpoints', lambda: [], _te_FetchResponse_node_endpoints_v16),)
+_TE_FetchResponse_v16 = ((0, 'node_endpoints', [], _te_FetchResponse_node_endpoints_v16),)
 
 
 FetchResponse._DECODERS = (_d_FetchResponse_v0, _d_FetchResponse_v1, _d_FetchResponse_v1, _d_FetchResponse_v1, _d_FetchResponse_v4, _d_FetchResponse_v5, _d_FetchResponse_v5, _d_FetchResponse_v7, _d_FetchResponse_v7, _d_FetchResponse_v7, _d_FetchResponse_v7, _d_FetchResponse_v11, _d_FetchResponse_v12, _d_FetchResponse_v13, _d_FetchResponse_v13, _d_FetchResponse_v13, _d_FetchResponse_v16, _d_FetchResponse_v16,)

@@ -283,9 +283,9 @@ def _e_FetchSnapshotRequest_v1(o, w):
 
 
 _TD_FetchSnapshotRequest_v0 = {0: ('cluster_id', _td_FetchSnapshotRequest_cluster_id_v0)}
-_TE_FetchSnapshotRequest_v0 = ((0, 'cluster_id', lambda: None, _te_FetchSnapshotRequest_cluster_id_v0),)
+_TE_FetchSnapshotRequest_v0 = ((0, 'cluster_id', None, _te_FetchSnapshotRequest_cluster_id_v0),)
 _TD_PartitionSnapshot_v1 = {0: ('replica_directory_id', _td_PartitionSnapshot_replica_directory_id_v1)}
-_TE_PartitionSnapshot_v1 = ((0, 'replica_directory_id', lambda: _ZERO_UUID, _te_PartitionSnapshot_replica_directory_id_v1),)
+_TE_PartitionSnapshot_v1 = ((0, 'replica_directory_id', _ZERO_UUID, _te_PartitionSnapshot_replica_directory_id_v1),)
 
 
 FetchSnapshotRequest._DECODERS = (_d_FetchSnapshotRequest_v0, _d_FetchSnapshotRequest_v1,)

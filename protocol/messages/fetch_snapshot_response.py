@@ -318,9 +318,9 @@ def _e_FetchSnapshotResponse_v1(o, w):
 
 
 _TD_PartitionSnapshot_v0 = {0: ('current_leader', _td_PartitionSnapshot_current_leader_v0)}
-_TE_PartitionSnapshot_v0 = ((0, 'current_leader', lambda: LeaderIdAndEpoch(), _te_PartitionSnapshot_current_leader_v0),)
+_TE_PartitionSnapshot_v0 = ((0, 'current_leader', LeaderIdAndEpoch(), _te_PartitionSnapshot_current_leader_v0),)
 _TD_FetchSnapshotResponse_v1 = {0: ('node_endpoints', _td_FetchSnapshotResponse_node_endpoints_v1)}
-_TE_FetchSnapshotResponse_v1 = ((0, 'node_endpoints', lambda: [], _te_FetchSnapshotResponse_node_endpoints_v1),)
+_TE_FetchSnapshotResponse_v1 = ((0, 'node_endpoints', [], _te_FetchSnapshotResponse_node_endpoints_v1),)
 
 
 FetchSnapshotResponse._DECODERS = (_d_FetchSnapshotResponse_v0, _d_FetchSnapshotResponse_v1,)

@@ -700,8 +700,8 @@ def _e_ProduceResponse_v10(o, w):
 
 _TD_PartitionProduceResponse_v10 = {0: ('current_leader', _td_PartitionProduceResponse_current_leader_v10)}
 _TD_ProduceResponse_v10 = {0: ('node_endpoints', _td_ProduceResponse_node_endpoints_v10)}
-_TE_PartitionProduceResponse_v10 = ((0, 'current_leader', lambda: LeaderIdAndEpoch(), _te_PartitionProduceResponse_current_leader_v10),)
-_TE_ProduceResponse_v10 = ((0, 'node_endpoints', lambda: [], _te_ProduceResponse_node_endpoints_v10),)
+_TE_PartitionProduceResponse_v10 = ((0, 'current_leader', LeaderIdAndEpoch(), _te_PartitionProduceResponse_current_leader_v10),)
+_TE_ProduceResponse_v10 = ((0, 'node_endpoints', [], _te_ProduceResponse_node_endpoints_v10),)
 
 
 ProduceResponse._DECODERS = (_d_ProduceResponse_v0, _d_ProduceResponse_v1, _d_ProduceResponse_v2, _d_ProduceResponse_v2, _d_ProduceResponse_v2, _d_ProduceResponse_v5, _d_ProduceResponse_v5, _d_ProduceResponse_v5, _d_ProduceResponse_v8, _d_ProduceResponse_v9, _d_ProduceResponse_v10, _d_ProduceResponse_v10,)

@@ -949,7 +949,7 @@ def _e_UpdateMetadataRequest_v8(o, w):
 
 
 _TD_UpdateMetadataRequest_v8 = {0: ('type', _td_UpdateMetadataRequest_type_v8)}
-_TE_UpdateMetadataRequest_v8 = ((0, 'type', lambda: 0, _te_UpdateMetadataRequest_type_v8),)
+_TE_UpdateMetadataRequest_v8 = ((0, 'type', 0, _te_UpdateMetadataRequest_type_v8),)
 
 
 UpdateMetadataRequest._DECODERS = (_d_UpdateMetadataRequest_v0, _d_UpdateMetadataRequest_v1, _d_UpdateMetadataRequest_v2, _d_UpdateMetadataRequest_v3, _d_UpdateMetadataRequest_v4, _d_UpdateMetadataRequest_v5, _d_UpdateMetadataRequest_v6, _d_UpdateMetadataRequest_v7, _d_UpdateMetadataRequest_v8,)

@@ -110,7 +110,7 @@ def _e_UpdateRaftVoterResponse_v0(o, w):
 
 
 _TD_UpdateRaftVoterResponse_v0 = {0: ('current_leader', _td_UpdateRaftVoterResponse_current_leader_v0)}
-_TE_UpdateRaftVoterResponse_v0 = ((0, 'current_leader', lambda: CurrentLeader(), _te_UpdateRaftVoterResponse_current_leader_v0),)
+_TE_UpdateRaftVoterResponse_v0 = ((0, 'current_leader', CurrentLeader(), _te_UpdateRaftVoterResponse_current_leader_v0),)
 
 
 UpdateRaftVoterResponse._DECODERS = (_d_UpdateRaftVoterResponse_v0,)

@@ -241,7 +241,7 @@ def _e_VoteResponse_v1(o, w):
 
 
 _TD_VoteResponse_v1 = {0: ('node_endpoints', _td_VoteResponse_node_endpoints_v1)}
-_TE_VoteResponse_v1 = ((0, 'node_endpoints', lambda: [], _te_VoteResponse_node_endpoints_v1),)
+_TE_VoteResponse_v1 = ((0, 'node_endpoints', [], _te_VoteResponse_node_endpoints_v1),)
 
 
 VoteResponse._DECODERS = (_d_VoteResponse_v0, _d_VoteResponse_v1,)

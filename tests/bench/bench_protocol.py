@@ -117,7 +117,7 @@ def run(seconds: float = 1.0) -> list[tuple[str, int, float, float]]:
         parts: list[bytes] = []
         dec = rate(lambda cls=cls, data=data, version=version: cls.decode(data, version), seconds)
         enc = rate(
-            lambda msg=msg, version=version: (parts.clear(), msg.encode_into(version, parts.append)),
+            lambda msg=msg, version=version, parts=parts: (parts.clear(), msg.encode_into(version, parts.append)),
             seconds,
         )
         rows.append((name, len(data), dec, enc))

@@ -1,0 +1,324 @@
+"""Broker configuration: `server.properties` with Kafka's key names, types and defaults.
+
+Why one table: Kafka's users carry their server.properties from broker to broker, so the key
+names, units and defaults must be Kafka's; and every place that mentions a setting (parsing,
+validation, `--override`, CLI flags, the configuration reference in docs/) is derived from the one
+`DEFINITIONS` table below rather than listed again (uvicorn's single Config object).
+
+Unknown keys are warned about (a typo must not pass silently) and invalid values are refused with
+a message naming the key. Keys Kafka has but Odradek does not act on are accepted quietly when
+listed in `ACCEPTED_UNUSED` (thread-pool sizes and the like have no meaning on asyncio).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    key: str
+    type: str  # int, long, bool, string, list, double, password
+    default: Any
+    doc: str
+    validator: Callable[[Any], bool] | None = None
+    valid_text: str = ""
+
+
+def _at_least(n: int) -> Callable[[Any], bool]:
+    return lambda v: v >= n
+
+
+def _one_of(*choices: str) -> Callable[[Any], bool]:
+    return lambda v: v in choices
+
+
+D = ConfigDef
+DEFINITIONS: tuple[ConfigDef, ...] = (
+    D("broker.id", "int", 0, "This broker's id, unique in the cluster.", _at_least(0), "[0,...]"),
+    D("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs: NAME://host:port."),
+    D("advertised.listeners", "list", None, "Addresses clients are told to use; default: listeners."),
+    D("log.dirs", "list", None, "Directories holding partition logs; default: log.dir."),
+    D("log.dir", "string", "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
+    D("num.partitions", "int", 1, "Partitions of an auto-created topic.", _at_least(1), "[1,...]"),
+    D("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", _at_least(1), "[1,...]"),
+    D("auto.create.topics.enable", "bool", True, "Create a topic on Metadata/Produce for an unknown name."),
+    D("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    D("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger ones close the connection.", _at_least(1), "[1,...]"),
+    D("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long."),
+    D("request.timeout.ms", "int", 30000, "Upper bound used for internal requests."),
+    D("message.max.bytes", "int", 1048588, "Largest record batch (topic config max.message.bytes).", _at_least(0), "[0,...]"),
+    D("log.segment.bytes", "int", 1073741824, "Segment size (topic config segment.bytes).", _at_least(14), "[14,...]"),
+    D("log.roll.hours", "int", 168, "Segment age before a roll, in hours.", _at_least(1), "[1,...]"),
+    D("log.roll.ms", "long", None, "Segment age before a roll (segment.ms); overrides log.roll.hours."),
+    D("log.roll.jitter.hours", "int", 0, "Jitter subtracted from the roll age, hours."),
+    D("log.roll.jitter.ms", "long", None, "Jitter subtracted from the roll age (segment.jitter.ms)."),
+    D("log.retention.hours", "int", 168, "Retention time in hours."),
+    D("log.retention.minutes", "int", None, "Retention time in minutes; overrides hours."),
+    D("log.retention.ms", "long", None, "Retention time (retention.ms); overrides minutes; -1 = unlimited."),
+    D("log.retention.bytes", "long", -1, "Retention size per partition (retention.bytes); -1 = unlimited."),
+    D("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", _at_least(1), "[1,...]"),
+    D("log.index.size.max.bytes", "int", 10485760, "Index file size (segment.index.bytes).", _at_least(4), "[4,...]"),
+    D("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries (index.interval.bytes).", _at_least(0), "[0,...]"),
+    D("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages (flush.messages).", _at_least(1), "[1,...]"),
+    D("log.flush.interval.ms", "long", None, "fsync after this long (flush.ms); default: never by time."),
+    D("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks flush.ms."),
+    D("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed."),
+    D("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed."),
+    D("log.segment.delete.delay.ms", "long", 60000, "Delay before a .deleted segment is removed (file.delete.delay.ms)."),
+    D("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"), "[CreateTime, LogAppendTime]"),
+    D("log.cleanup.policy", "list", ["delete"], "delete and/or compact (cleanup.policy)."),
+    D("log.preallocate", "bool", False, "Preallocate segment files."),
+    D("min.insync.replicas", "int", 1, "Replicas that must have a write for acks=all.", _at_least(1), "[1,...]"),
+    D("unclean.leader.election.enable", "bool", False, "Allow an out-of-sync replica to become leader."),
+    D("compression.type", "string", "producer", "Topic compression (producer keeps the producer's).", _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "[producer, uncompressed, gzip, snappy, lz4, zstd]"),
+    D("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", _at_least(1), "[1,...]"),
+    D("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets (capped by live brokers).", _at_least(1), "[1,...]"),
+    D("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long."),
+    D("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", _at_least(1), "[1,...]"),
+    D("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of a new group."),
+    D("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
+    D("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    D("producer.id.expiration.ms", "int", 86400000, "Idle producer ids are forgotten after this long."),
+    D("zookeeper.connect", "string", None, "ZooKeeper connect string; unset = single-node embedded metadata."),
+    D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
+)
+CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}
+
+ACCEPTED_UNUSED = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "queued.max.requests",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "zookeeper.connection.timeout.ms",
+        "zookeeper.session.timeout.ms",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+    }
+)
+
+_INT_RANGES = {
+    "int": (-(2**31), 2**31 - 1),
+    "short": (-(2**15), 2**15 - 1),
+    "long": (-(2**63), 2**63 - 1),
+}
+
+
+def parse_value(d: ConfigDef, raw: Any) -> Any:
+    """Parse and validate one value given as text (or already typed)."""
+    if raw is None:
+        return None
+    try:
+        if d.type in _INT_RANGES:
+            v = raw if isinstance(raw, int) and not isinstance(raw, bool) else int(str(raw).strip())
+            lo, hi = _INT_RANGES[d.type]
+            if not lo <= v <= hi:
+                raise ValueError(f"out of range for {d.type}")
+        elif d.type == "bool":
+            if isinstance(raw, bool):
+                v = raw
+            else:
+                text = str(raw).strip().lower()
+                if text not in ("true", "false"):
+                    raise ValueError("expected true or false")
+                v = text == "true"
+        elif d.type == "double":
+            v = float(raw)
+        elif d.type == "list":
+            if isinstance(raw, list | tuple):
+                v = [str(x).strip() for x in raw]
+            else:
+                v = [x.strip() for x in str(raw).split(",") if x.strip()]
+        else:
+            v = str(raw).strip()
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {d.key}: {e}") from None
+    if d.validator is not None and not d.validator(v):
+        raise ConfigError(
+            f"Invalid value {raw!r} for configuration {d.key}: value must be in {d.valid_text}"
+        )
+    return v
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java .properties as Kafka's files use them: `key=value` or `key: value`, `#`/`!`
+    comments, backslash line continuations."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            props[line] = ""
+        else:
+            props[m.group(1)] = m.group(2)
+    return props
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listener(uri: str) -> Listener:
+    m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)", uri.strip())
+    if m is None:
+        raise ConfigError(f"Invalid listener {uri!r}: expected NAME://host:port")
+    host = m.group(2).strip("[]")
+    return Listener(m.group(1).upper(), host, int(m.group(3)))
+
+
+class KafkaConfig:
+    """Typed view of the broker's settings. Attribute access uses Kafka's keys:
+    `config["log.segment.bytes"]`; common ones also have properties."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None, *, warn: Callable[[str], None] | None = None) -> None:
+        self.originals = dict(props or {})
+        self.unknown: list[str] = []
+        values: dict[str, Any] = {}
+        for key, raw in self.originals.items():
+            d = CONFIGS.get(key)
+            if d is None:
+                if key not in ACCEPTED_UNUSED and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.")):
+                    self.unknown.append(key)
+                continue
+            values[key] = parse_value(d, raw)
+        self.values = {d.key: values.get(d.key, d.default) for d in DEFINITIONS}
+        for key in self.unknown:
+            if warn is not None:
+                warn(f"Unknown configuration {key!r} is ignored")
+        self.listeners = [parse_listener(u) for u in self.values["listeners"]]
+        adv = self.values["advertised.listeners"]
+        self.advertised_listeners = [parse_listener(u) for u in adv] if adv else list(self.listeners)
+        names = [lst.name for lst in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError("Invalid value for configuration listeners: each listener name must be unique")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        v = self.values
+        return v["log.roll.jitter.ms"] if v["log.roll.jitter.ms"] is not None else v["log.roll.jitter.hours"] * 3_600_000
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The broker-level defaults of topic configs, under the topic-level key names."""
+        v = self.values
+        return {
+            "segment.bytes": str(v["log.segment.bytes"]),
+            "segment.ms": str(self.roll_ms),
+            "segment.jitter.ms": str(self.roll_jitter_ms),
+            "segment.index.bytes": str(v["log.index.size.max.bytes"]),
+            "index.interval.bytes": str(v["log.index.interval.bytes"]),
+            "retention.ms": str(self.retention_ms),
+            "retention.bytes": str(v["log.retention.bytes"]),
+            "file.delete.delay.ms": str(v["log.segment.delete.delay.ms"]),
+            "flush.messages": str(v["log.flush.interval.messages"]),
+            "flush.ms": str(v["log.flush.interval.ms"] if v["log.flush.interval.ms"] is not None else LONG_MAX),
+            "max.message.bytes": str(v["message.max.bytes"]),
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "cleanup.policy": ",".join(v["log.cleanup.policy"]),
+            "min.insync.replicas": str(v["min.insync.replicas"]),
+            "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
+            "compression.type": v["compression.type"],
+            "preallocate": str(v["log.preallocate"]).lower(),
+        }
+
+    def replace(self, **overrides: Any) -> KafkaConfig:
+        props = dict(self.originals)
+        props.update(overrides)
+        return KafkaConfig(props)
+
+
+def load_config(
+    path: Path | None, overrides: Iterable[str] = (), extra: Mapping[str, Any] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> KafkaConfig:
+    """server.properties, then `key=value` overrides, then typed CLI flags (later wins)."""
+    props: dict[str, Any] = {}
+    if path is not None:
+        props.update(read_properties(Path(path).read_text()))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        props[key.strip()] = value.strip()
+    for key, value in (extra or {}).items():
+        if value is not None:
+            props[key] = value
+    return KafkaConfig(props, warn=warn)
+
+
+def reference_markdown() -> str:
+    """The configuration reference table for docs/configuration.md."""
+    rows = ["| key | type | default | valid values | description |", "|---|---|---|---|---|"]
+    for d in DEFINITIONS:
+        default = ",".join(d.default) if isinstance(d.default, list) else d.default
+        rows.append(f"| `{d.key}` | {d.type} | `{default}` | {d.valid_text} | {d.doc} |")
+    return "\n".join(rows)
+
+
+__all__ = [
+    "CONFIGS",
+    "DEFINITIONS",
+    "ConfigDef",
+    "ConfigError",
+    "KafkaConfig",
+    "Listener",
+    "load_config",
+    "parse_listener",
+    "read_properties",
+    "reference_markdown",
+]

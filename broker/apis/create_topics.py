@@ -1,0 +1,85 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Per topic: -1 partitions / replication factor take the broker defaults (v4+, KIP-464); manual
+replica assignments replace both (and must not be combined with them: INVALID_REQUEST); configs
+are validated as topic configs (unknown key or bad value: INVALID_CONFIG) before anything is
+created; `validate_only` checks everything and creates nothing. v5+ answers the resulting
+partition count, replication factor and configs; v7 the topic id. Duplicate names in one request
+get INVALID_REQUEST for every copy, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from protocol.messages.create_topics_response import CreatableTopicConfigs, CreatableTopicResult
+from storage.config import LogConfig
+
+
+@api(19, 2, 7)
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    server = ctx.server
+    controller = server.controller
+    cfg = server.config
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        result = CreatableTopicResult(name=t.name, error_code=0, error_message=None)
+        try:
+            if counts[t.name] > 1:
+                raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {t.name} in request.")
+            configs = {c.name: c.value for c in t.configs}
+            if any(v is None for v in configs.values()):
+                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")
+            try:
+                defaults = LogConfig.from_props(cfg.topic_defaults())
+                effective = LogConfig.from_props(configs, defaults)
+            except ValueError as e:
+                raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            assignments = None
+            num_partitions, rf = t.num_partitions, t.replication_factor
+            if t.assignments:
+                if num_partitions != -1 or rf != -1:
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REQUEST,
+                        "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                        "Both cannot be used at the same time.",
+                    )
+                assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+                if sorted(assignments) != list(range(len(assignments))):
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence"
+                    )
+            else:
+                if num_partitions == -1:
+                    num_partitions = cfg["num.partitions"]
+                if rf == -1:
+                    rf = cfg["default.replication.factor"]
+            if req.validate_only:
+                if assignments:
+                    num_partitions, rf = len(assignments), len(next(iter(assignments.values())))
+                controller.validate_new_topic(t.name, num_partitions, rf)
+            else:
+                topic = controller.create_topic(t.name, num_partitions, rf, configs, assignments)
+                result.topic_id = topic.topic_id
+                num_partitions = len(topic.partitions)
+                rf = len(topic.partitions[0].replicas)
+            result.num_partitions = num_partitions
+            result.replication_factor = rf
+            result.configs = [
+                CreatableTopicConfigs(
+                    name=k, value=v, read_only=False, config_source=1 if k in configs else 5, is_sensitive=False
+                )
+                for k, v in sorted(effective.to_props().items())
+            ]
+        except KafkaProtocolError as e:
+            result.error_code = e.code
+            result.error_message = e.message
+            result.num_partitions = -1
+            result.replication_factor = -1
+        results.append(result)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

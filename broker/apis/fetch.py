@@ -1,0 +1,160 @@
+"""Fetch (key 1), versions 4-12 (13+ would need topic ids in fetch).
+
+* Consumers (replica id -1) read up to the high watermark, or the last stable offset with
+  isolation_level=1 (read_committed, with the aborted transactions of the range).
+* `partition_max_bytes` bounds each partition and `max_bytes` the whole response, except that
+  the first partition with data returns at least one whole batch even when it is larger
+  (KIP-74), so a consumer can never be stuck behind a big batch.
+* `min_bytes` / `max_wait_ms`: when less than min_bytes is available the request waits in the
+  fetch purgatory (a DelayedFetch watching its partitions) until an append makes enough
+  available or max_wait expires, then reads again and answers.
+* Fetch sessions (KIP-227, v7+): see broker.fetch_session; incremental responses carry only
+  partitions with news.
+* Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+  OFFSET_OUT_OF_RANGE (with log start offset and high watermark filled in),
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch.
+* Records go out as read from the segment files: opaque bytes, never per-record objects.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from broker.apis.list_offsets import check_leader_epoch
+from broker.apis.registry import api
+from broker.context import RequestContext
+from broker.fetch_session import PartitionRequest
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.messages import FetchRequest, FetchResponse
+from protocol.messages.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    error: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # a file slice (read lazily when the response is built) or b""
+    records_size: int = 0
+    aborted: list[Any] | None = None
+
+
+def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[str, int], PartitionRequest]) -> dict[tuple[str, int], PartitionResult]:
+    """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog)."""
+    rm = ctx.server.replica_manager
+    budget = req.max_bytes if ctx.version >= 3 else 2**31 - 1
+    min_one = True
+    read_committed = req.isolation_level == 1
+    out: dict[tuple[str, int], PartitionResult] = {}
+    for key, preq in parts.items():
+        res = PartitionResult()
+        try:
+            part = rm.get_leader_partition(*key)
+            check_leader_epoch(preq.current_leader_epoch, part.leader_epoch)
+            log_ = part.log
+            res.high_watermark = log_.high_watermark
+            res.last_stable_offset = log_.last_stable_offset
+            res.log_start_offset = log_.log_start_offset
+            upper = res.last_stable_offset if read_committed else res.high_watermark
+            limit = max(0, min(preq.max_bytes, budget))
+            info = log_.read(preq.fetch_offset, limit, upper, min_one)
+            slice_ = info.records
+            size = slice_.size if slice_ is not None else 0
+            if size:
+                res.records = slice_
+                res.records_size = size
+                budget -= size
+                min_one = False
+                if read_committed:
+                    res.aborted = [
+                        AbortedTransaction(producer_id=pid, first_offset=first)
+                        for pid, first in log_.collect_aborted_transactions(preq.fetch_offset, upper)
+                    ]
+            else:
+                res.records = b""
+        except KafkaProtocolError as e:
+            res.error = e.code
+            res.records = b""
+            if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                part = rm.partitions.get(key)
+                if part is not None:
+                    res.high_watermark = part.log.high_watermark
+                    res.log_start_offset = part.log.log_start_offset
+        out[key] = res
+    return out
+
+
+def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]) -> FetchResponse:
+    if fctx.error:
+        return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
+    chosen = fctx.select(results)
+    topics: list[FetchableTopicResponse] = []
+    by_topic: dict[str, FetchableTopicResponse] = {}
+    for key in chosen:
+        r = results[key]
+        t = by_topic.get(key[0])
+        if t is None or topics[-1] is not t:
+            t = FetchableTopicResponse(topic=key[0], partitions=[])
+            by_topic[key[0]] = t
+            topics.append(t)
+        t.partitions.append(
+            PartitionData(
+                partition_index=key[1],
+                error_code=r.error,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=r.aborted,
+                preferred_read_replica=-1,
+                records=r.records.read() if r.records_size else b"",
+            )
+        )
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fctx.response_session_id, responses=topics)
+
+
+@api(1, 4, 12)
+async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
+    rm = ctx.server.replica_manager
+    fetch: dict[tuple[str, int], PartitionRequest] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            fetch[(t.topic, p.partition)] = PartitionRequest(
+                fetch_offset=p.fetch_offset,
+                max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                log_start_offset=p.log_start_offset,
+                last_fetched_epoch=p.last_fetched_epoch,
+            )
+    forgotten = [(t.topic, p) for t in (req.forgotten_topics_data or []) for p in t.partitions]
+    now_ms = int(time.time() * 1000)
+    fctx = rm.fetch_sessions.new_context(
+        req.session_id if ctx.version >= 7 else 0,
+        req.session_epoch if ctx.version >= 7 else -1,
+        fetch,
+        forgotten,
+        req.replica_id >= 0,
+        now_ms,
+    )
+    if fctx.error:
+        return build_response(ctx, fctx, {})
+    results = read_partitions(ctx, req, fctx.partitions)
+    if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
+        results = await rm.delayed_fetch(
+            list(fctx.partitions),
+            req.max_wait_ms,
+            lambda: read_partitions(ctx, req, fctx.partitions),
+            lambda res: _enough(res, req.min_bytes),
+        )
+    return build_response(ctx, fctx, results)
+
+
+def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:
+    """Answer now: enough bytes, or an error a client must see."""
+    return any(r.error for r in results.values()) or sum(r.records_size for r in results.values()) >= min_bytes

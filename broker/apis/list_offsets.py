@@ -1,0 +1,65 @@
+"""ListOffsets (key 2), versions 1-7.
+
+Timestamps: -2 earliest (log start offset), -1 latest (high watermark; last stable offset for
+read_committed, v2+), -3 (v7, KIP-734) the offset of the record with the largest timestamp;
+otherwise the first offset whose timestamp is >= the target, or offset -1 / timestamp -1 when
+none is. Answers carry the leader epoch (v4+) of the batch found. A current_leader_epoch (v4+)
+older than ours gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Consumers (replica id -1)
+cannot see past the high watermark.
+"""
+
+from __future__ import annotations
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsTopicResponse,
+)
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def check_leader_epoch(current: int, ours: int) -> None:
+    if current == -1:
+        return
+    if current < ours:
+        raise KafkaProtocolError(ErrorCode.FENCED_LEADER_EPOCH)
+    if current > ours:
+        raise KafkaProtocolError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+@api(2, 1, 7)
+async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    rm = ctx.server.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            resp = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1)
+            try:
+                part = rm.get_leader_partition(t.name, p.partition_index)
+                check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+                log_ = part.log
+                ts = p.timestamp
+                if ts == EARLIEST:
+                    resp.offset = log_.log_start_offset
+                    resp.leader_epoch = log_.epoch_for_offset(resp.offset)
+                elif ts == LATEST:
+                    resp.offset = log_.last_stable_offset if req.isolation_level == 1 else log_.high_watermark
+                    resp.leader_epoch = part.leader_epoch
+                else:
+                    found = log_.offset_for_timestamp(ts)
+                    if found is not None:
+                        offset, timestamp, epoch = found
+                        if req.replica_id == -1 and offset >= log_.high_watermark:
+                            found = None
+                        else:
+                            resp.offset, resp.timestamp, resp.leader_epoch = offset, timestamp, epoch
+            except KafkaProtocolError as e:
+                resp.error_code = e.code
+            parts.append(resp)
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

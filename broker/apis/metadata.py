@@ -1,0 +1,105 @@
+"""Metadata (key 3), versions 0-12.
+
+* v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
+* Unknown topics are auto-created (num.partitions, default.replication.factor) when the broker
+  allows it (`auto.create.topics.enable`) and the request does (v4+ flag; always before v4);
+  otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal names get INVALID_TOPIC_EXCEPTION. Internal
+  topics are never auto-created here (FindCoordinator creates them).
+* v10+ answers topic ids; v12 accepts lookups by id (name null) and answers UNKNOWN_TOPIC_ID.
+* Authorized operations are not computed (no ACLs): the field keeps Kafka's "not requested"
+  value -2147483648.
+"""
+
+from __future__ import annotations
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from controller.metadata import INTERNAL_TOPICS, TopicState
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.messages import MetadataRequest, MetadataResponse
+from protocol.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from protocol.primitives import ZERO_UUID
+
+
+def topic_response(topic: TopicState) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            MetadataResponsePartition(
+                error_code=0,
+                partition_index=p.partition,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[],
+            )
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
+        ],
+    )
+
+
+def error_topic(name: str | None, code: int, topic_id=ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False)
+
+
+@api(3, 0, 12)
+async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    server = ctx.server
+    controller = server.controller
+    image = controller.image
+    cfg = server.config
+    v = ctx.version
+    allow_auto = cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
+
+    if req.topics is None or (v == 0 and not req.topics):
+        topics = [topic_response(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    else:
+        topics = []
+        for wanted in req.topics:
+            name = wanted.name
+            if name is None:
+                t = image.topic_by_id(wanted.topic_id)
+                topics.append(
+                    topic_response(t) if t else error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
+                )
+                continue
+            t = image.topics.get(name)
+            if t is None and allow_auto and name not in INTERNAL_TOPICS:
+                try:
+                    t = controller.create_topic(
+                        name, cfg["num.partitions"], min(cfg["default.replication.factor"], len(image.brokers))
+                    )
+                except KafkaProtocolError as e:
+                    topics.append(error_topic(name, e.code))
+                    continue
+            if t is None:
+                try:
+                    from controller.metadata import validate_topic_name
+
+                    validate_topic_name(name)
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except KafkaProtocolError as e:
+                    code = e.code
+                topics.append(error_topic(name, code))
+            else:
+                topics.append(topic_response(t))
+
+    brokers = [
+        MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+    ]
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        topics=topics,
+    )

@@ -1,0 +1,64 @@
+"""The handler registry: api key -> (version range, handler).
+
+Why: ApiVersions must advertise exactly what the broker implements (kfake's `regKey`), so the
+advertised table is built from what handler modules register, never from what the decoder could
+parse. Each module under `broker/apis/` registers itself with `@api(key, min, max)`; the network
+layer dispatches by key and version through `REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from protocol.primitives import ApiMessage
+
+if TYPE_CHECKING:
+    from broker.context import RequestContext
+
+Handler = Callable[["RequestContext", Any], Awaitable[ApiMessage | None]]
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, ApiHandler] = {}
+
+
+def api(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as the handler of `api_key` for the version range."""
+
+    def register(fn: Handler) -> Handler:
+        if api_key in REGISTRY:
+            raise RuntimeError(f"api key {api_key} registered twice")
+        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn)
+        return fn
+
+    return register
+
+
+def advertised() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for ApiVersions, sorted by key."""
+    return sorted((h.api_key, h.min_version, h.max_version) for h in REGISTRY.values())
+
+
+def load_all() -> dict[int, ApiHandler]:
+    """Import every handler module so that each registers itself."""
+    import importlib
+    import pkgutil
+
+    import broker.apis as pkg
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        if mod not in ("registry",) and not mod.startswith("_"):
+            importlib.import_module(f"broker.apis.{mod}")
+    return REGISTRY

@@ -1,0 +1,221 @@
+"""ReplicaManager and Partition: the broker's view of the partitions it hosts.
+
+Why here and not in storage: a `Log` knows bytes and offsets; a `Partition` knows whether this
+broker leads it, its leader epoch, ISR and high watermark, and when a write is acknowledged
+enough (acks, min.insync.replicas). The ReplicaManager creates and deletes partitions when the
+metadata image changes (on one node: when the embedded controller creates or deletes a topic; in a
+cluster: on LeaderAndIsr), and routes produce/fetch to them. Waiting (acks=all, fetch min bytes)
+goes through purgatories keyed by partition, completed by `check_and_complete` after appends.
+
+All state here is owned by the event loop: mutated only by plain functions on the loop thread
+(STYLE #9). Blocking file work (fsync, log open/delete) runs in the default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.delayed_fetch import DelayedFetch
+from broker.fetch_session import FetchSessionCache
+from broker.purgatory import DelayedOperationPurgatory
+from controller.metadata import PartitionState, TopicState
+from protocol.errors import ErrorCode, KafkaProtocolError
+from storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+    from storage.log import Log
+
+log = structlog.get_logger("odradek.replica")
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+class Partition:
+    """One hosted partition. On a single node the ISR is {this broker} and the high watermark
+    follows the log end offset after every append."""
+
+    def __init__(self, topic: TopicState, state: PartitionState, log_: Log, broker_id: int) -> None:
+        self.topic = topic.name
+        self.topic_id = topic.topic_id
+        self.index = state.partition
+        self.state = state
+        self.log = log_
+        self.broker_id = broker_id
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader == self.broker_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int) -> Any:
+        if not self.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.state.isr) < min_isr:
+            raise KafkaProtocolError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {set(self.state.isr)} is insufficient to satisfy the "
+                f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
+            )
+        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Single node: every ISR member (only us) has everything up to the LEO."""
+        if self.state.isr == [self.broker_id]:
+            leo = self.log.log_end_offset
+            if leo > self.log.high_watermark:
+                self.log.update_high_watermark(leo)
+                return True
+        return False
+
+
+class ReplicaManager:
+    """Creates, looks up and removes partitions; owns the produce/fetch purgatories."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.config = server.config
+        self.broker_id = server.config.broker_id
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_defaults = server.config.topic_defaults()
+        self.fetch_sessions = FetchSessionCache()
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
+
+    @property
+    def log_manager(self) -> Any:
+        return self.server.log_manager
+
+    @property
+    def image(self) -> Any:
+        assert self.server.controller is not None
+        return self.server.controller.image
+
+    async def startup(self) -> None:
+        self.fetch_purgatory.start()
+        for topic in list(self.image.topics.values()):
+            self._host_topic(topic)
+
+    async def shutdown(self) -> None:
+        await self.fetch_purgatory.shutdown()
+        self.partitions.clear()
+
+    # -- metadata changes ---------------------------------------------------------------------
+
+    def log_config_for(self, topic: TopicState) -> LogConfig:
+        defaults = LogConfig.from_props(self.topic_defaults)
+        return LogConfig.from_props(topic.configs, defaults)
+
+    def _host_topic(self, topic: TopicState) -> None:
+        config = self.log_config_for(topic)
+        for state in topic.partitions.values():
+            if self.broker_id not in state.replicas:
+                continue
+            tp = (topic.name, state.partition)
+            existing = self.partitions.get(tp)
+            if existing is not None:
+                existing.state = state
+                existing.log.update_config(config)
+                continue
+            log_ = self.log_manager.get_or_create_log(topic.name, state.partition, config, topic.topic_id)
+            partition = self.partitions[tp] = Partition(topic, state, log_, self.broker_id)
+            partition.maybe_increment_high_watermark()  # a leader whose ISR is itself
+
+    def on_metadata_change(self, event: str, topic: TopicState) -> None:
+        if event == "deleted":
+            for tp in [tp for tp in self.partitions if tp[0] == topic.name]:
+                self.partitions.pop(tp)
+                self.log_manager.async_delete(tp[0], tp[1])
+            return
+        self._host_topic(topic)
+
+    # -- lookups --------------------------------------------------------------------------------
+
+    def get_partition(self, topic: str, partition: int) -> Partition:
+        """The partition this broker hosts, or the Kafka error a client should see."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return p
+
+    def get_leader_partition(self, topic: str, partition: int) -> Partition:
+        p = self.get_partition(topic, partition)
+        if not p.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return p
+
+    # -- produce ----------------------------------------------------------------------------------
+
+    async def append_records(
+        self, entries: list[tuple[TopicPartition, Any]], required_acks: int, internal: bool = False
+    ) -> dict[TopicPartition, ProduceResult]:
+        """Append each partition's batches as leader (errors are per partition). When a log's
+        flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the
+        write is acknowledged, as Kafka flushes in the append path."""
+        now_ms = int(time.time() * 1000)
+        results: dict[TopicPartition, ProduceResult] = {}
+        due: list[tuple[Any, int]] = []
+        for tp, records in entries:
+            try:
+                if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}"
+                    )
+                if records is None:
+                    raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
+                p = self.get_leader_partition(*tp)
+                info = p.append_records_to_leader(records, required_acks, now_ms)
+                results[tp] = ProduceResult(
+                    base_offset=info.first_offset,
+                    log_append_time=info.log_append_time,
+                    log_start_offset=p.log.log_start_offset,
+                )
+                self.fetch_purgatory.check_and_complete(tp)
+                flush_at = p.log.flush_due(now_ms)
+                if flush_at is not None:
+                    due.append((p.log, flush_at))
+            except KafkaProtocolError as e:
+                results[tp] = ProduceResult(error=e.code, message=e.message)
+        if due:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
+        return results
+
+    # -- fetch ------------------------------------------------------------------------------------
+
+    async def delayed_fetch(
+        self, keys: list[TopicPartition], max_wait_ms: int, reader: Any, enough: Any
+    ) -> Any:
+        """Park a fetch until an append to one of `keys` makes `enough(reader())` true, or
+        max_wait_ms passes; returns the completing read."""
+        op = DelayedFetch(max_wait_ms, reader, enough)
+        self.fetch_purgatory.try_complete_else_watch(op, keys)
+        return await op.future
+

@@ -1,0 +1,173 @@
+"""Broker lifecycle: startup, serve, graceful shutdown (uvicorn's `Server.serve()` shape).
+
+Startup loads the log dirs (recovering after an unclean shutdown), opens the metadata store (the
+embedded single-node controller unless `zookeeper.connect` is set), creates the ReplicaManager,
+and only then opens the listeners, so no client sees a half-loaded broker. Shutdown runs in the
+reverse order: stop accepting, let in-flight requests finish (bounded), close connections, then
+flush and checkpoint every log and write the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from typing import Any
+
+import structlog
+
+from broker.apis.registry import load_all
+from broker.config import KafkaConfig
+from broker.replica_manager import ReplicaManager
+from controller.metadata import BrokerInfo, EmbeddedController
+from storage.log_manager import LogManager
+
+log = structlog.get_logger("odradek.server")
+
+DRAIN_SECONDS = 10.0
+
+
+class BrokerServer:
+    """Owns every long-lived object of a broker process; everything runs on one event loop."""
+
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.connections: set[Any] = set()
+        self.servers: list[asyncio.base_events.Server] = []
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.started = asyncio.Event()
+        self.should_exit = asyncio.Event()
+        self.log_manager: LogManager | None = None
+        self.controller: EmbeddedController | None = None
+        self.replica_manager: ReplicaManager | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        load_all()
+        cfg = self.config
+        if cfg["zookeeper.connect"]:
+            raise SystemExit("zookeeper.connect is set, but the ZooKeeper-backed controller is not available yet")
+        adv = cfg.advertised_listeners[0]
+        host = adv.host or socket.getfqdn()
+        loop = asyncio.get_running_loop()
+        self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
+        self.controller = EmbeddedController(
+            cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name), cfg["cluster.id"]
+        )
+        self.replica_manager = ReplicaManager(self)
+        self.controller.listeners.append(self.replica_manager.on_metadata_change)
+        await self.replica_manager.startup()
+        from broker.network import KafkaConnection
+
+        for listener in cfg.listeners:
+            server = await loop.create_server(
+                lambda listener=listener: KafkaConnection(self, listener),
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                backlog=512,
+            )
+            self.servers.append(server)
+            for sock in server.sockets:
+                log.info("listening", listener=listener.name, address=str(sock.getsockname()))
+        self._spawn(self._reap_idle_connections())
+        lm = self.log_manager
+        self._spawn(self._every(cfg["log.retention.check.interval.ms"], lm.cleanup_logs, "retention"))
+        self._spawn(self._every(1000, lm.flush_dirty_logs, "flush"))
+        self._spawn(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], lm.checkpoint_recovery_points, "recovery-point checkpoint"))
+        self._spawn(self._every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))
+        self._spawn(self._every(5000, lm.checkpoint_high_watermarks, "high-watermark checkpoint"))
+        self.started.set()
+        log.info(
+            "broker started",
+            broker_id=cfg.broker_id,
+            cluster_id=self.controller.image.cluster_id,
+            log_dirs=[str(d) for d in cfg.log_dirs],
+            topics=len(self.controller.image.topics),
+        )
+
+    def _open_log_manager(self) -> LogManager:
+        return LogManager.open(self.config)
+
+    async def serve(self) -> None:
+        await self.startup()
+        await self.should_exit.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        log.info("shutting down")
+        for server in self.servers:
+            server.close()
+        pending = [f for c in list(self.connections) for f in c.pending]
+        if pending:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), DRAIN_SECONDS)
+        for conn in list(self.connections):
+            conn.close()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        log.info("shut down cleanly")
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _every(self, interval_ms: int, fn: Any, what: str) -> None:
+        """Run blocking storage work `fn` periodically in an executor (Kafka's KafkaScheduler)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await loop.run_in_executor(None, fn)
+            except Exception:
+                log.exception("periodic task failed", task=what)
+
+    async def _reap_idle_connections(self) -> None:
+        idle_ms = self.config["connections.max.idle.ms"]
+        if idle_ms < 0:
+            return
+        period = max(0.05, min(idle_ms / 1000 / 4, 30.0))
+        while True:
+            await asyncio.sleep(period)
+            for conn in list(self.connections):
+                if conn.idle_seconds * 1000 > idle_ms:
+                    log.info("closing idle connection", peer=conn.peer, idle_ms=int(conn.idle_seconds * 1000))
+                    conn.close()
+
+    @property
+    def bound_port(self) -> int:
+        return self.servers[0].sockets[0].getsockname()[1]
+
+
+def _install_loop() -> None:
+    """uvloop when installed, asyncio otherwise (uvicorn's loops/auto.py)."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def run(config: KafkaConfig) -> int:
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    _install_loop()
+
+    async def main() -> None:
+        server = BrokerServer(config)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server.should_exit.set)
+        await server.serve()
+
+    asyncio.run(main())
+    return 0

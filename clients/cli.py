@@ -1,0 +1,66 @@
+"""The `odradek` command: `serve` runs a broker; the operator tools hang off the same group."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from clients.dump_log import dump_log
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Odradek: a Kafka-wire-compatible message broker."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="server.properties in Kafka's format.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Set any broker config (repeatable); wins over the file.")
+@click.option("--listeners", help="e.g. PLAINTEXT://localhost:9092 (listeners).")
+@click.option("--advertised-listeners", help="advertised.listeners")
+@click.option("--log-dirs", help="Comma-separated log directories (log.dirs).")
+@click.option("--broker-id", type=int, help="broker.id")
+@click.option("--log-level", default="INFO", show_default=True)
+def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str | None,
+          advertised_listeners: str | None, log_dirs: str | None, broker_id: int | None,
+          log_level: str) -> None:
+    """Run a broker (single node with embedded metadata unless zookeeper.connect is set).
+
+    \b
+    Examples:
+      odradek serve --listeners PLAINTEXT://localhost:9092 --log-dirs ./data
+      odradek serve --config server.properties --override num.partitions=6
+    """
+    from broker.config import ConfigError, load_config
+    from broker.logging_setup import configure_logging
+    from broker.server import run
+
+    configure_logging(log_level)
+    import structlog
+
+    log = structlog.get_logger("odradek.config")
+    try:
+        config = load_config(
+            config_path,
+            overrides,
+            {
+                "listeners": listeners,
+                "advertised.listeners": advertised_listeners,
+                "log.dirs": log_dirs,
+                "broker.id": broker_id,
+            },
+            warn=lambda msg: log.warning(msg),
+        )
+    except (ConfigError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    sys.exit(run(config))
+
+
+main.add_command(dump_log)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""Cluster metadata and the single-node controller.
+
+Why this seam: handlers and the ReplicaManager only read a `MetadataImage` and ask a
+`Controller` for changes (create/delete topics, add partitions, alter configs, allocate producer
+ids). In single-node mode `EmbeddedController` is that controller: the node is its own controller
+and keeps the metadata in one JSON file in the first log dir, replaced atomically (write temp,
+fsync, rename, fsync dir) so a crash leaves either the old or the new state. The ZooKeeper-backed
+controller of the cluster work implements the same methods and pushes the same images.
+
+Topic-name rules, partition limits and error codes follow Kafka's (`Topic.validate`,
+`AdminUtils`): names of 1-249 characters from [a-zA-Z0-9._-], not "." or "..".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.errors import ErrorCode, KafkaProtocolError
+
+METADATA_FILE = "__odradek_metadata.json"
+PRODUCER_ID_BLOCK = 1000
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION with Kafka's wording when the name is not legal."""
+    if not name:
+        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
+        )
+    if not _LEGAL.fullmatch(name):
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = 0
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    listener: str = "PLAINTEXT"
+
+
+@dataclass
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicState] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+
+Listener = Callable[[str, TopicState], None]  # (event: "created"/"deleted"/"changed", topic)
+
+
+class EmbeddedController:
+    """The single node's own controller: owns the metadata image and its file.
+
+    Called only from the event loop. Mutations persist before listeners are told, so what a
+    client has been told exists survives a crash."""
+
+    def __init__(self, log_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+        self.path = Path(log_dir) / METADATA_FILE
+        self.broker = broker
+        self.listeners: list[Listener] = []
+        self.next_producer_id = 0
+        self.producer_id_limit = 0
+        self.image = MetadataImage(cluster_id=cluster_id or _new_cluster_id(), controller_id=broker.broker_id)
+        if self.path.exists():
+            self._load()
+        self.image.brokers = {broker.broker_id: broker}
+        self.image.controller_id = broker.broker_id
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        data = json.loads(self.path.read_text())
+        self.image.cluster_id = data["cluster_id"]
+        self.image.broker_configs = dict(data.get("broker_configs", {}))
+        self.producer_id_limit = self.next_producer_id = int(data.get("producer_id_limit", 0))
+        for t in data.get("topics", []):
+            parts = {
+                int(p["partition"]): PartitionState(
+                    partition=int(p["partition"]),
+                    replicas=list(p["replicas"]),
+                    leader=int(p["leader"]),
+                    leader_epoch=int(p["leader_epoch"]),
+                    isr=list(p["isr"]),
+                    partition_epoch=int(p.get("partition_epoch", 0)),
+                )
+                for p in t["partitions"]
+            }
+            self.image.topics[t["name"]] = TopicState(
+                name=t["name"], topic_id=uuid.UUID(t["topic_id"]), partitions=parts, configs=dict(t["configs"])
+            )
+
+    def _save(self) -> None:
+        data = {
+            "version": 1,
+            "cluster_id": self.image.cluster_id,
+            "broker_configs": self.image.broker_configs,
+            "producer_id_limit": self.producer_id_limit,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "configs": t.configs,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "replicas": p.replicas,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "isr": p.isr,
+                            "partition_epoch": p.partition_epoch,
+                        }
+                        for p in sorted(t.partitions.values(), key=lambda p: p.partition)
+                    ],
+                }
+                for t in sorted(self.image.topics.values(), key=lambda t: t.name)
+            ],
+        }
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    def _notify(self, event: str, topic: TopicState) -> None:
+        for listener in self.listeners:
+            listener(event, topic)
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def validate_new_topic(self, name: str, num_partitions: int, replication_factor: int) -> None:
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions < 1:
+            raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if replication_factor > len(self.image.brokers):
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because "
+                f"only {len(self.image.brokers)} broker(s) are registered.",
+            )
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicState:
+        if assignments:
+            num_partitions = len(assignments)
+            replication_factor = len(next(iter(assignments.values())))
+            for p, replicas in assignments.items():
+                unknown = [r for r in replicas if r not in self.image.brokers]
+                if unknown:
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica assignment for partition {p} names unknown brokers {unknown}.",
+                    )
+                if len(set(replicas)) != len(replicas):
+                    raise KafkaProtocolError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers in partition {p} assignment."
+                    )
+        self.validate_new_topic(name, num_partitions, replication_factor)
+        me = self.broker.broker_id
+        parts = {}
+        for p in range(num_partitions):
+            replicas = assignments[p] if assignments else [me]
+            parts[p] = PartitionState(partition=p, replicas=list(replicas), leader=replicas[0], isr=list(replicas))
+        topic = TopicState(name=name, topic_id=uuid.uuid4(), partitions=parts, configs=dict(configs or {}))
+        self.image.topics[name] = topic
+        self._save()
+        self._notify("created", topic)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicState:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
+        del self.image.topics[name]
+        self._save()
+        self._notify("deleted", topic)
+        return topic
+
+    def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> TopicState:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
+        current = len(topic.partitions)
+        if total <= current:
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than the requested {total}.",
+            )
+        if assignments is not None and len(assignments) != total - current:
+            raise KafkaProtocolError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {total - current} but {len(assignments)} "
+                "assignments provided.",
+            )
+        for i, p in enumerate(range(current, total)):
+            replicas = assignments[i] if assignments else [self.broker.broker_id]
+            topic.partitions[p] = PartitionState(partition=p, replicas=list(replicas), leader=replicas[0], isr=list(replicas))
+        self._save()
+        self._notify("changed", topic)
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicState:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
+        topic.configs = dict(configs)
+        self._save()
+        self._notify("changed", topic)
+        return topic
+
+    def set_broker_configs(self, configs: dict[str, str]) -> None:
+        self.image.broker_configs = dict(configs)
+        self._save()
+
+    # -- producer ids -----------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """Producer ids come from blocks persisted before use (Kafka's ProducerIdManager), so a
+        restart never hands out an id twice."""
+        if self.next_producer_id >= self.producer_id_limit:
+            self.producer_id_limit = max(self.producer_id_limit, self.next_producer_id) + PRODUCER_ID_BLOCK
+            self._save()
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        return pid
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _new_cluster_id() -> str:
+    """A cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

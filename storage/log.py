@@ -1,0 +1,1248 @@
+"""Log: one partition's log -- an ordered list of LogSegments in ``<log.dir>/<topic>-<partition>/``.
+
+On disk (Kafka's layout, byte for byte; see storage.segment and storage.index)::
+
+    <topic>-<partition>/
+        00000000000000000000.log         batches with offsets [0, next segment's base)
+        00000000000000000000.index
+        00000000000000000000.timeindex
+        00000000000000012345.log         ... the last segment is the active one
+        ...
+        leader-epoch-checkpoint          LeaderEpochFileCache (storage.leader_epoch)
+
+Invariants:
+
+* Segments are ordered by base offset; every batch of a segment has offsets in [its base, the
+  next segment's base); only the last (active) segment is appended to.
+* log_start_offset <= high_watermark <= log_end_offset; the first segment's base offset <=
+  log_start_offset; recovery_point <= log_end_offset and everything below the recovery point
+  has been fsynced.
+* Bytes are appended exactly as received (the leader rewrites only baseOffset and
+  partitionLeaderEpoch in place -- outside the CRC -- plus maxTimestamp and the CRC for
+  LogAppendTime); no record is decoded on the append or read path, except for compacted
+  topics (keys must be present), non-default timestamp bounds, and recompression when
+  compression.type names a codec.
+* Segments leave the log by being renamed ``.deleted``; their files are removed
+  ``file.delete.delay.ms`` later by :meth:`Log.delete_expired_files`, so file slices handed out by
+  earlier reads stay readable meanwhile.
+
+Who may call, and threads: one asyncio task owns a Log -- every method runs on the event loop
+thread, one call at a time, with no locking -- except :meth:`Log.flush`, which blocks on fsync
+and is meant to run in an executor (``await loop.run_in_executor(None, log.flush, offset)``)
+while the loop keeps appending. There are no threads, timers or asyncio inside storage: the
+broker's scheduler drives time-based work by calling :meth:`Log.flush_due` / :meth:`Log.flush`,
+:meth:`Log.delete_old_segments` (log.retention.check.interval.ms) and
+:meth:`Log.delete_expired_files` (:attr:`Log.next_file_deletion_ms` says when).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from protocol.records import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+    RecordsError,
+    build_batch,
+    decode_records,
+    set_max_timestamp_and_type,
+)
+from storage.config import LONG_MAX, LogConfig
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from storage.file_records import EMPTY_RECORDS, FetchDataInfo, LogOffsetMetadata
+from storage.leader_epoch import LeaderEpochFileCache
+from storage.log_loader import load_log
+from storage.segment import (
+    LogSegment,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    txn_index_file,
+)
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendOrigin",
+    "Log",
+    "LogAppendInfo",
+    "OffsetForTimestamp",
+]
+
+log = logging.getLogger("odradek.storage.log")
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_unpack_header = HEADER_STRUCT.unpack_from
+_unpack_int32 = struct.Struct(">i").unpack_from
+_pack_offset_length_epoch = struct.Struct(">qii").pack_into  # baseOffset, batchLength, epoch
+
+
+class AppendOrigin:
+    """Who appends (Kafka's AppendOrigin): client batches get the strictest checks."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    """The outcome of an append. Offsets are -1 when the buffer held no complete batch."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    batch_count: int
+
+
+class OffsetForTimestamp(NamedTuple):
+    """Answer of :meth:`Log.offset_for_timestamp`; leader_epoch is -1 when unknown."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _writable_view(buf: bytes | bytearray | memoryview) -> memoryview:
+    mv = memoryview(buf)
+    if mv.readonly:
+        mv = memoryview(bytearray(mv))
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+class Log:
+    """One partition's log (see the module docstring). Create with :meth:`Log.open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        log_end_offset: int,
+        high_watermark: int | None,
+        time_ms: Callable[[], int],
+        leader_epoch_cache: LeaderEpochFileCache | None,
+        rng: random.Random,
+    ) -> None:
+        self.dir = directory
+        self.name = directory.name
+        self.config = config  # property: also derives the append settings
+        self.leader_epoch_cache = leader_epoch_cache
+        self._time_ms = time_ms
+        self._rng = rng
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self._log_end_offset = log_end_offset
+        self._recovery_point = recovery_point
+        hw = log_start_offset if high_watermark is None else high_watermark
+        self._high_watermark = min(max(hw, log_start_offset), log_end_offset)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._upper_cache: tuple[int, int, int] | None = None  # (offset, segment base, position)
+        self._last_flush_ms = time_ms()
+        self._pending_roll_flush: int | None = None
+        self._flush_lock = threading.Lock()  # guards recovery point updates vs flush()
+        self._truncations = 0  # bumped by every truncation; flush() checks it
+        self._closed = False
+        self._last_assigned_epoch: int | None = None  # skip the cache while the epoch is unchanged
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+        now: Callable[[], int] | None = None,
+        high_watermark: int | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
+        rng: random.Random | None = None,
+    ) -> Log:
+        """Load (or create) the partition directory ``directory``.
+
+        ``recovery_point`` and ``log_start_offset`` come from the log dir's checkpoint files;
+        segments from the recovery point on are recovered unless ``clean_shutdown``. ``now``
+        returns wall-clock milliseconds (injectable for tests). ``high_watermark`` (from
+        replication-offset-checkpoint) is clamped to [log start, log end]. Without a
+        ``leader_epoch_cache`` one backed by ``<dir>/leader-epoch-checkpoint`` is used.
+        Blocking; call at startup or from an executor.
+        """
+        d = Path(directory)
+        time_ms = now or _wall_ms
+        rng = rng or random.Random()
+        d.mkdir(parents=True, exist_ok=True)
+        if leader_epoch_cache is None:
+            leader_epoch_cache = LeaderEpochFileCache.for_partition_dir(d, topic_partition=d.name)
+        loaded = load_log(
+            d,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset or 0,
+            clean_shutdown=clean_shutdown,
+            time_ms=time_ms,
+            leader_epoch_cache=leader_epoch_cache,
+            rng=rng,
+        )
+        self = cls(
+            d,
+            config,
+            loaded.segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            log_end_offset=loaded.log_end_offset,
+            high_watermark=high_watermark,
+            time_ms=time_ms,
+            leader_epoch_cache=leader_epoch_cache,
+            rng=rng,
+        )
+        due = time_ms() + config.file_delete_delay_ms
+        self._pending_deletes.extend((due, seg) for seg in loaded.to_delete)
+        log.info(
+            "Loaded log %s: %d segments, log start offset %d, log end offset %d, recovery point %d",
+            self.name,
+            len(self._segments),
+            self.log_start_offset,
+            self._log_end_offset,
+            self._recovery_point,
+        )
+        return self
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        append_time = config.log_append_time
+        self._check_records = config.compact or (
+            not append_time
+            and (
+                config.timestamp_before_max_ms != LONG_MAX
+                or config.timestamp_after_max_ms != LONG_MAX
+            )
+        )
+        self._append_time = append_time
+        self._target_codec = config.compression_codec
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (index sizes and jitter apply to segments rolled later)."""
+        self.config = config
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (LEO)."""
+        return self._log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        seg = self._segments[-1]
+        return LogOffsetMetadata(self._log_end_offset, seg.base_offset, seg.size)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]; returns it."""
+        hw = min(max(hw, self.log_start_offset), self._log_end_offset)
+        if hw != self._high_watermark:
+            self._high_watermark = hw
+            self._upper_cache = None
+        return hw
+
+    def maybe_increment_high_watermark(self, hw: int) -> bool:
+        """Raise the high watermark to ``hw`` (clamped to the LEO) if that is higher."""
+        hw = min(hw, self._log_end_offset)
+        if hw > self._high_watermark:
+            self._high_watermark = hw
+            return True
+        return False
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The last stable offset. Transactions are tracked by the producer state (not wired in
+        here yet), so it is the high watermark."""
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    # -- segments ------------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def size(self) -> int:
+        """Bytes in all live segments."""
+        return sum(s.size for s in self._segments)
+
+    def _floor_index(self, offset: int) -> int:
+        """Index of the segment with the largest base offset <= ``offset``; -1 if none."""
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        i = self._floor_index(offset)
+        return self._segments[i] if i >= 0 else None
+
+    def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets in [from_offset, to_offset)."""
+        if from_offset >= to_offset:
+            return []
+        i = max(0, self._floor_index(from_offset))
+        j = bisect.bisect_left(self._bases, to_offset)
+        return self._segments[i:j]
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        buf: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int | None = None,
+        *,
+        origin: str = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate the batches in ``buf``, assign offsets from the log end offset and
+        ``leader_epoch`` (rewriting the buffer in place; a read-only buffer is copied once),
+        and append them.
+
+        Per batch: length, magic 2, CRC, size <= max.message.bytes; from clients also base
+        offset 0, consistent offset range and record count, no control batch, a sequence for
+        idempotent batches. A trailing incomplete batch is ignored, as Kafka does. Raises a
+        :mod:`storage.errors` exception (carrying the Kafka error) and appends nothing when a
+        batch fails.
+        """
+        if now_ms is None:
+            now_ms = self._time_ms()
+        cfg = self._config
+        mv = memoryview(buf)
+        if mv.readonly or mv.format != "B" or mv.ndim != 1:
+            mv = _writable_view(mv)
+        target_codec = self._target_codec
+        if target_codec is not None and self._needs_recompression(mv, target_codec):
+            mv = self._recompress(mv, target_codec)
+        n = mv.nbytes
+        first_offset = next_offset = self._log_end_offset
+        max_ts = -1
+        offset_of_max = -1
+        record_count = 0
+        batches = 0
+        max_msg = cfg.max_message_bytes
+        client = origin == AppendOrigin.CLIENT
+        append_time = self._append_time
+        check_records = self._check_records
+        unpack_int32 = _unpack_int32
+        unpack_header = _unpack_header
+        pack = _pack_offset_length_epoch
+        pos = 0
+        while n - pos >= LOG_OVERHEAD:
+            if n - pos >= HEADER_SIZE:
+                h = unpack_header(mv, pos)
+                length = h[1]
+            else:
+                h = None
+                (length,) = unpack_int32(mv, pos + 8)
+            if length < MIN_BATCH_LENGTH:
+                self._bad_length(pos, length)
+            size = length + LOG_OVERHEAD
+            if size > n - pos or h is None:
+                break  # trailing incomplete batch: ignored, as Kafka does
+            if h[3] != 2 or size > max_msg:
+                self._bad_batch(pos, h[3], size, max_msg)
+            crc = crc32c(mv[pos + 21 : pos + size])
+            if crc != h[4]:
+                raise CorruptRecordError(
+                    f"Record batch is corrupt (stored crc = {h[4]}, computed crc = {crc})"
+                )
+            lod = h[6]
+            count = h[12]
+            if client:
+                if (
+                    h[0] != 0
+                    or lod + 1 != count
+                    or count <= 0
+                    or h[5] & CONTROL_MASK
+                    or (h[9] >= 0 and h[11] < 0)
+                ):
+                    self._check_client_batch(h, lod, count)
+            elif lod < 0 or count < 0 or count > lod + 1:
+                raise CorruptRecordError(
+                    f"Record batch in the append to {self.name} has record count {count} "
+                    f"inconsistent with last offset delta {lod}"
+                )
+            if check_records:
+                self._check_records(mv, pos, size, now_ms)
+            pack(mv, pos, next_offset, length, leader_epoch)
+            last = next_offset + lod
+            if append_time:
+                set_max_timestamp_and_type(mv, pos, now_ms)
+            elif h[8] > max_ts:
+                max_ts = h[8]
+                offset_of_max = last
+            record_count += count
+            batches += 1
+            next_offset = last + 1
+            pos += size
+        if batches == 0:
+            return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0, 0)
+        if pos > cfg.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"The size of the record batch ({pos}) exceeds the maximum configured segment "
+                f"size of {cfg.segment_bytes}."
+            )
+        if append_time:
+            max_ts = now_ms
+            offset_of_max = first_offset
+        last_offset = next_offset - 1
+        seg = self._segments[-1]
+        if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
+            seg = self._roll_for_append(seg, first_offset)
+        seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+        self._log_end_offset = next_offset
+        if leader_epoch != self._last_assigned_epoch:
+            self._assign_epoch(leader_epoch, first_offset)
+        return LogAppendInfo(
+            first_offset,
+            last_offset,
+            max_ts,
+            offset_of_max,
+            now_ms if append_time else -1,
+            self.log_start_offset,
+            record_count,
+            pos,
+            batches,
+        )
+
+    def _bad_length(self, pos: int, length: int) -> None:
+        raise CorruptRecordError(
+            f"Record batch at position {pos} in the append to {self.name} has size "
+            f"{length + LOG_OVERHEAD}, smaller than the minimum {MIN_BATCH_LENGTH + LOG_OVERHEAD}"
+        )
+
+    def _bad_batch(self, pos: int, magic: int, size: int, max_msg: int) -> None:
+        if magic != 2:
+            if magic in (0, 1):
+                raise InvalidRecordError(
+                    f"Record batch with magic {magic} in the append to {self.name}: only magic 2 "
+                    "is supported"
+                )
+            raise CorruptRecordError(f"Invalid magic found in record: {magic}")
+        raise RecordTooLargeError(
+            f"The record batch size in the append to {self.name} is {size} bytes which exceeds "
+            f"the maximum configured value of {max_msg}."
+        )
+
+    def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
+        cache = self.leader_epoch_cache
+        if cache is not None and leader_epoch >= 0:
+            cache.assign(leader_epoch, start_offset)
+        self._last_assigned_epoch = leader_epoch
+
+    def _check_client_batch(self, h: tuple[int, ...], lod: int, count: int) -> None:
+        """Kafka's LogValidator.validateBatch and the base-offset check, for client batches."""
+        if h[0] != 0:
+            raise InvalidRecordError(
+                f"The baseOffset of the record batch in the append to {self.name} should be 0, "
+                f"but it is {h[0]}"
+            )
+        if lod < 0:
+            raise InvalidRecordError(
+                f"Batch has an invalid offset range: [{h[0]}, {h[0] + lod}] in topic partition "
+                f"{self.name}"
+            )
+        if count <= 0:
+            raise InvalidRecordError(
+                f"Invalid reported count for record batch: {count} in topic partition {self.name}"
+            )
+        if lod + 1 != count:
+            raise InvalidRecordError(
+                f"Inconsistent batch offset range [{h[0]}, {h[0] + lod}] and count of records "
+                f"{count} in topic partition {self.name}"
+            )
+        if h[5] & CONTROL_MASK:
+            raise InvalidRecordError(
+                f"Clients are not allowed to write control records in topic partition {self.name}"
+            )
+        if h[9] >= 0 and h[11] < 0:
+            raise InvalidRecordError(
+                f"Invalid sequence number {h[11]} in record batch with producerId {h[9]} in "
+                f"topic partition {self.name}"
+            )
+
+    def _check_records(self, mv: memoryview, pos: int, size: int, now_ms: int) -> None:
+        """Per-record checks that need decoding: keys on compacted topics, timestamp bounds."""
+        cfg = self.config
+        try:
+            h, records = decode_records(mv[pos : pos + size], check_crc=False)
+        except RecordsError as e:
+            raise CorruptRecordError(f"Record batch in the append to {self.name} is corrupt: {e}") from None
+        if cfg.compact and not h.is_control:
+            for r in records:
+                if r.key is None:
+                    raise InvalidRecordError(
+                        f"Compacted topic cannot accept message without key in topic partition "
+                        f"{self.name}."
+                    )
+        if cfg.log_append_time or h.attributes & TIMESTAMP_TYPE_MASK:
+            return
+        before = cfg.timestamp_before_max_ms
+        after = cfg.timestamp_after_max_ms
+        for r in records:
+            ts = r.timestamp
+            if ts is None or ts == -1:
+                continue
+            if now_ms - ts > before:
+                raise InvalidTimestampError(
+                    f"Timestamp {ts} of message with offset {r.offset_delta} is out of range. The "
+                    f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
+                )
+            if ts - now_ms > after:
+                raise InvalidTimestampError(
+                    f"Timestamp {ts} of message with offset {r.offset_delta} is out of range. The "
+                    f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
+                )
+
+    @staticmethod
+    def _needs_recompression(mv: memoryview, codec: int) -> bool:
+        n = mv.nbytes
+        pos = 0
+        while n - pos >= 61:
+            (length,) = _unpack_int32(mv, pos + 8)
+            if length < MIN_BATCH_LENGTH or length + LOG_OVERHEAD > n - pos:
+                return False  # let the main loop report or ignore it
+            attrs = mv[pos + 22]
+            if attrs & 0x07 != codec and not attrs & CONTROL_MASK:
+                return True
+            pos += length + LOG_OVERHEAD
+        return False
+
+    def _recompress(self, mv: memoryview, codec: int) -> memoryview:
+        """Re-encode every batch with ``codec`` (compression.type names one): Kafka's
+        recompression path. Slow (decodes records); only used when the codecs differ."""
+        cfg = self.config
+        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}
+        lvl = level.get(codec)
+        out = bytearray()
+        n = mv.nbytes
+        pos = 0
+        while n - pos >= LOG_OVERHEAD:
+            (length,) = _unpack_int32(mv, pos + 8)
+            size = length + LOG_OVERHEAD
+            if length < MIN_BATCH_LENGTH or size > n - pos:
+                break
+            if size > cfg.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"The record batch size in the append to {self.name} is {size} bytes which "
+                    f"exceeds the maximum configured value of {cfg.max_message_bytes}."
+                )
+            try:
+                h, records = decode_records(mv[pos : pos + size], check_crc=True)
+            except RecordsError as e:
+                raise CorruptRecordError(f"Record batch in the append to {self.name} is corrupt: {e}") from None
+            if h.is_control or h.compression == codec:
+                out += mv[pos : pos + size]
+            else:
+                out += build_batch(
+                    records,
+                    base_offset=h.base_offset,
+                    compression=codec,
+                    base_timestamp=h.base_timestamp,
+                    producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch,
+                    base_sequence=h.base_sequence,
+                    partition_leader_epoch=h.partition_leader_epoch,
+                    is_transactional=h.is_transactional,
+                    timestamp_type=h.timestamp_type,
+                    max_timestamp=h.max_timestamp,
+                    last_offset_delta=h.last_offset_delta,
+                    has_delete_horizon=h.has_delete_horizon,
+                    compression_level=None if lvl is None or lvl == -1 else lvl,
+                )
+            pos += size
+        return memoryview(out)
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches whose offsets the leader assigned (replication). Checks length,
+        magic, CRC and that offsets increase and start at or after the log end offset; no size
+        limit (the leader accepted them). Leader epochs of the batches go to the epoch cache."""
+        mv = memoryview(buf)
+        if mv.format != "B" or mv.ndim != 1:
+            mv = mv.cast("B")
+        n = mv.nbytes
+        first_offset = -1
+        prev_last = -1
+        monotonic = True
+        max_ts = -1
+        offset_of_max = -1
+        record_count = 0
+        batches = 0
+        epochs: list[tuple[int, int]] = []
+        lasts: list[int] = []
+        pos = 0
+        while n - pos >= LOG_OVERHEAD:
+            (length,) = _unpack_int32(mv, pos + 8)
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(
+                    f"Record batch at position {pos} in the append to {self.name} has size "
+                    f"{length + LOG_OVERHEAD}, smaller than the minimum {MIN_BATCH_LENGTH + LOG_OVERHEAD}"
+                )
+            size = length + LOG_OVERHEAD
+            if size > n - pos:
+                break
+            h = _unpack_header(mv, pos)
+            if h[3] != 2:
+                raise CorruptRecordError(f"Invalid magic found in record: {h[3]}")
+            crc = crc32c(mv[pos + 21 : pos + size])
+            if crc != h[4]:
+                raise CorruptRecordError(
+                    f"Record batch is corrupt (stored crc = {h[4]}, computed crc = {crc})"
+                )
+            base, lod, count = h[0], h[6], h[12]
+            if lod < 0 or count < 0 or count > lod + 1:
+                raise CorruptRecordError(
+                    f"Record batch in the append to {self.name} has record count {count} "
+                    f"inconsistent with last offset delta {lod}"
+                )
+            last = base + lod
+            if batches == 0:
+                first_offset = base
+            elif base <= prev_last:
+                monotonic = False
+            prev_last = last
+            lasts.append(last)
+            if h[8] > max_ts:
+                max_ts = h[8]
+                offset_of_max = last
+            if h[2] >= 0:
+                epochs.append((h[2], base))
+            record_count += count
+            batches += 1
+            pos += size
+        if batches == 0:
+            return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0, 0)
+        if not monotonic:
+            raise OffsetsOutOfOrderError(
+                f"Out of order offsets found in append to {self.name}: {lasts[:10]}"
+            )
+        if first_offset < self._log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.name}. First offset {first_offset} is "
+                f"less than the next offset {self._log_end_offset}. First 10 offsets in append: "
+                f"{lasts[:10]}, last offset in append: {prev_last}. Log start offset = "
+                f"{self.log_start_offset}",
+                first_offset,
+                prev_last,
+            )
+        if pos > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"The size of the record batch ({pos}) exceeds the maximum configured segment "
+                f"size of {self.config.segment_bytes}."
+            )
+        now_ms = self._time_ms()
+        seg = self._maybe_roll(pos, max_ts, first_offset, prev_last, now_ms)
+        seg.append(prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+        self._log_end_offset = prev_last + 1
+        cache = self.leader_epoch_cache
+        self._last_assigned_epoch = None
+        if cache is not None:
+            for epoch, base in epochs:
+                latest = cache.latest_epoch
+                if latest is None or epoch > latest:
+                    cache.assign(epoch, base)
+        return LogAppendInfo(
+            first_offset,
+            prev_last,
+            max_ts,
+            offset_of_max,
+            -1,
+            self.log_start_offset,
+            record_count,
+            pos,
+            batches,
+        )
+
+    # -- rolling -------------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, messages_size: int, max_ts: int, first_offset: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
+        seg = self._segments[-1]
+        cfg = self._config
+        if seg.should_roll(
+            cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, messages_size, now_ms
+        ):
+            return self._roll_for_append(seg, first_offset)
+        return seg
+
+    def _roll_for_append(self, seg: LogSegment, first_offset: int) -> LogSegment:
+        log.debug(
+            "Rolling new log segment of %s (log_size = %d/%d, offset_index_size = %d, "
+            "time_index_size = %d)",
+            self.name,
+            seg.size,
+            self._config.segment_bytes,
+            seg.offset_index.entries,
+            seg.time_index.entries,
+        )
+        return self.roll(first_offset)
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset); the old one
+        gets its final time-index entry and is trimmed. Returns the new segment. Its data is
+        flushed later (see :meth:`flush_due`)."""
+        new_offset = max(expected_next_offset or 0, self._log_end_offset)
+        active = self._segments[-1]
+        i = self._floor_index(new_offset)
+        if i >= 0 and self._bases[i] == new_offset:
+            if active.base_offset == new_offset and active.size == 0:
+                log.warning(
+                    "Trying to roll a new log segment of %s with start offset %d =max(provided "
+                    "offset = %s, LEO = %d) while it already exists and is active with size 0. "
+                    "Size of time index: %d, size of offset index: %d.",
+                    self.name,
+                    new_offset,
+                    expected_next_offset,
+                    self._log_end_offset,
+                    active.time_index.entries,
+                    active.offset_index.entries,
+                )
+                self._remove_and_delete_segments([active], self._time_ms())
+            else:
+                raise StorageError(
+                    f"Trying to roll a new log segment for topic partition {self.name} with start "
+                    f"offset {new_offset} =max(provided offset = {expected_next_offset}, LEO = "
+                    f"{self._log_end_offset}) while it already exists. Existing segment is "
+                    f"{self._segments[i]!r}."
+                )
+        elif new_offset < active.base_offset:
+            raise StorageError(
+                f"Trying to roll a new log segment for topic partition {self.name} with start "
+                f"offset {new_offset} =max(provided offset = {expected_next_offset}, LEO = "
+                f"{self._log_end_offset}) lower than start offset of the active segment {active!r}"
+            )
+        else:
+            for path in (
+                log_file(self.dir, new_offset),
+                offset_index_file(self.dir, new_offset),
+                time_index_file(self.dir, new_offset),
+                txn_index_file(self.dir, new_offset),
+            ):
+                if path.exists():
+                    log.warning("Newly rolled segment file %s already exists; deleting it first", path)
+                    path.unlink()
+            active.on_become_inactive_segment()
+        seg = LogSegment.open(
+            self.dir,
+            new_offset,
+            self.config,
+            time_ms=self._time_ms,
+            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+        )
+        self._segments.append(seg)
+        self._bases.append(new_offset)
+        self._upper_cache = None
+        if self._pending_roll_flush is None or new_offset > self._pending_roll_flush:
+            self._pending_roll_flush = new_offset
+        log.info("Rolled new log segment of %s at offset %d", self.name, new_offset)
+        return seg
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_length: int,
+        max_offset_exclusive: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo:
+        """Batches from the one holding ``start_offset``, at most ``max_length`` bytes (or one
+        whole batch if ``min_one_message``), never including a batch at or past
+        ``max_offset_exclusive`` (the high watermark or last stable offset; default the log end
+        offset). The records are a file slice (see storage.file_records).
+
+        Raises OffsetOutOfRangeError when start_offset < log start offset or > log end offset.
+        """
+        leo = self._log_end_offset
+        if start_offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.name}, but we "
+                f"only have log segments starting from offset: {self.log_start_offset}."
+            )
+        if start_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.name}, but we "
+                f"only have log segments upto {leo}."
+            )
+        upper = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+        if start_offset >= upper:
+            if start_offset == leo:
+                return FetchDataInfo(self.log_end_offset_metadata, EMPTY_RECORDS)
+            return FetchDataInfo(LogOffsetMetadata(start_offset), EMPTY_RECORDS)
+        upper_base, upper_pos = self._position_of(upper)
+        segs = self._segments
+        i = self._floor_index(start_offset)
+        if i < 0:
+            i = 0
+        while i < len(segs):
+            seg = segs[i]
+            base = seg.base_offset
+            if base < upper_base:
+                max_pos = seg.size
+            elif base == upper_base:
+                max_pos = upper_pos
+            else:
+                break
+            info = seg.read(start_offset, max_length, max_pos, min_one_message)
+            if info is not None:
+                return info
+            i += 1
+        return FetchDataInfo(self.log_end_offset_metadata, EMPTY_RECORDS)
+
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """(segment base, byte position) of the batch holding ``offset`` (or where it will be
+        appended); the read upper bound. Cached, since it is usually the high watermark."""
+        if offset == self._log_end_offset:
+            seg = self._segments[-1]
+            return seg.base_offset, seg.size
+        cached = self._upper_cache
+        if cached is not None and cached[0] == offset:
+            return cached[1], cached[2]
+        seg = self._segments[max(0, self._floor_index(offset))]
+        mapping = seg.translate_offset(offset)
+        pos = mapping.position if mapping is not None else seg.size
+        self._upper_cache = (offset, seg.base_offset, pos)
+        return seg.base_offset, pos
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetForTimestamp | None:
+        """ListOffsets lookup: -2 earliest (log start offset), -4 earliest local (the same here),
+        -1 latest (log end offset), -3 the first record with the largest timestamp, otherwise
+        the first record with a timestamp >= ``timestamp``. Returns (offset, timestamp, leader
+        epoch or -1), with timestamp -1 for -1/-2/-4; None when nothing matches."""
+        cache = self.leader_epoch_cache
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            epoch = -1
+            if cache is not None:
+                first = cache.earliest_entry
+                if first is not None and first.start_offset <= self.log_start_offset:
+                    epoch = first.epoch
+            return OffsetForTimestamp(self.log_start_offset, -1, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            latest = cache.latest_epoch if cache is not None else None
+            return OffsetForTimestamp(self._log_end_offset, -1, -1 if latest is None else latest)
+        if timestamp == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for seg in self._segments:
+                if best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far:
+                    best = seg
+            if best is None or best.max_timestamp_so_far < 0:
+                return None
+            found = best.find_max_timestamp()
+            if found is None:
+                return None
+            return OffsetForTimestamp(found.offset, found.timestamp, found.leader_epoch)
+        if timestamp < 0:
+            return None
+        for seg in self._segments:
+            if seg.largest_timestamp >= timestamp:
+                r = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if r is None:
+                    return None
+                return OffsetForTimestamp(r.offset, r.timestamp, r.leader_epoch)
+        return None
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Leader epoch that wrote ``offset`` per the epoch cache, or -1."""
+        cache = self.leader_epoch_cache
+        epoch = cache.epoch_for_offset(offset) if cache is not None else None
+        return -1 if epoch is None else epoch
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, upper), from
+        the segments' transaction indexes."""
+        out: list[tuple[int, int]] = []
+        i = max(0, self._floor_index(start_offset))
+        for seg in self._segments[i:]:
+            res = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend((t.producer_id, t.first_offset) for t in res.aborted_transactions)
+            if res.is_complete:
+                break
+        return out
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch at or after ``target_offset`` (a batch boundary, e.g. from
+        OffsetForLeaderEpoch). Returns False when there was nothing to remove."""
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({target_offset}).")
+        if target_offset >= self._log_end_offset:
+            log.info(
+                "Truncating %s to %d has no effect as the largest offset in the log is %d",
+                self.name,
+                target_offset,
+                self._log_end_offset - 1,
+            )
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+            self._last_assigned_epoch = None
+            return False
+        log.info("Truncating %s to offset %d", self.name, target_offset)
+        if self._segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        now = self._time_ms()
+        doomed = [s for s in self._segments if s.base_offset > target_offset]
+        self._remove_and_delete_segments(doomed, now)
+        self._segments[-1].truncate_to(target_offset)
+        self._set_log_end_offset(target_offset)
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.truncate_from_end(target_offset)
+        self.log_start_offset = min(target_offset, self.log_start_offset)
+        if self._high_watermark >= self._log_end_offset:
+            self._high_watermark = self._log_end_offset
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Remove every segment and start an empty log at ``new_offset`` (log start, high
+        watermark and log end all become new_offset; the epoch cache is cleared)."""
+        log.info("Truncating %s fully and starting at offset %d", self.name, new_offset)
+        now = self._time_ms()
+        self._remove_and_delete_segments(list(self._segments), now)
+        seg = LogSegment.open(
+            self.dir,
+            new_offset,
+            self.config,
+            time_ms=self._time_ms,
+            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+        )
+        self._segments.append(seg)
+        self._bases.append(new_offset)
+        self._set_log_end_offset(new_offset)
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.clear_and_flush()
+        self.log_start_offset = new_offset
+        self._high_watermark = new_offset
+
+    def _set_log_end_offset(self, offset: int) -> None:
+        """After a truncation: new LEO; the recovery point and pending flush follow it down."""
+        self._last_assigned_epoch = None
+        with self._flush_lock:
+            self._truncations += 1
+            self._log_end_offset = offset
+            if self._recovery_point > offset:
+                self._recovery_point = offset
+            if self._pending_roll_flush is not None and self._pending_roll_flush > offset:
+                self._pending_roll_flush = None
+        self._upper_cache = None
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: remove segments past retention.ms (by their largest timestamp), beyond
+        retention.bytes, or wholly below the log start offset -- only segments entirely below
+        the high watermark, oldest first; time and size only when cleanup.policy has delete.
+        If every segment goes, a new active segment is rolled first. Returns the number removed
+        (they are renamed ``.deleted``; see :meth:`delete_expired_files`)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        if self.config.delete:
+            return (
+                self._delete_retention_ms_breached(now)
+                + self._delete_retention_size_breached(now)
+                + self._delete_log_start_offset_breached(now)
+            )
+        return self._delete_log_start_offset_breached(now)
+
+    def _delete_retention_ms_breached(self, now: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+
+        def breached(seg: LogSegment, _next: LogSegment | None) -> bool:
+            return now - seg.largest_timestamp > retention_ms
+
+        return self._delete_segments(
+            self._deletable_segments(breached),
+            f"retention time {retention_ms}ms breach based on the largest record timestamp",
+            now,
+        )
+
+    def _delete_retention_size_breached(self, now: int) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        diff = size - retention_bytes
+
+        def breached(seg: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal diff
+            if diff - seg.size >= 0:
+                diff -= seg.size
+                return True
+            return False
+
+        return self._delete_segments(
+            self._deletable_segments(breached), f"retention size {retention_bytes} breach", now
+        )
+
+    def _delete_log_start_offset_breached(self, now: int) -> int:
+        def breached(_seg: LogSegment, nxt: LogSegment | None) -> bool:
+            return nxt is not None and nxt.base_offset <= self.log_start_offset
+
+        return self._delete_segments(
+            self._deletable_segments(breached),
+            f"log start offset {self.log_start_offset} breach",
+            now,
+        )
+
+    def _deletable_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
+        out: list[LogSegment] = []
+        segs = self._segments
+        hw = self._high_watermark
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            if hw >= upper and predicate(seg, nxt) and not (nxt is None and seg.size == 0):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, deletable: list[LogSegment], reason: str, now: int) -> int:
+        n = len(deletable)
+        if n == 0:
+            return 0
+        log.info(
+            "Deleting segments of %s due to %s: %s",
+            self.name,
+            reason,
+            [s.base_offset for s in deletable],
+        )
+        doomed = deletable
+        if len(self._segments) == n:
+            new_seg = self.roll()
+            if deletable[-1].base_offset == new_seg.base_offset:
+                log.warning(
+                    "Empty active segment at %d of %s was deleted and recreated due to %s",
+                    new_seg.base_offset,
+                    self.name,
+                    reason,
+                )
+                doomed = deletable[:-1]
+        self._remove_and_delete_segments(doomed, now)
+        self._increment_log_start_offset(self._segments[0].base_offset, "segment deletion")
+        return n
+
+    def _remove_and_delete_segments(self, segs: list[LogSegment], now: int) -> None:
+        """Take ``segs`` out of the log, rename their files ``.deleted`` and schedule removal."""
+        if not segs:
+            return
+        doomed = {id(s) for s in segs}
+        keep = [s for s in self._segments if id(s) not in doomed]
+        self._segments[:] = keep
+        self._bases[:] = [s.base_offset for s in keep]
+        self._upper_cache = None
+        due = now + self.config.file_delete_delay_ms
+        for seg in segs:
+            seg.rename_to_deleted()
+            self._pending_deletes.append((due, seg))
+
+    def _increment_log_start_offset(self, new_start: int, reason: str) -> bool:
+        if new_start <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start
+        if self._high_watermark < new_start:
+            self._high_watermark = new_start
+        with self._flush_lock:
+            if self._recovery_point < new_start:
+                self._recovery_point = new_start
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        log.info("Incremented log start offset of %s to %d due to %s", self.name, new_start, reason)
+        return True
+
+    def maybe_increment_log_start_offset(self, new_start: int, reason: str = "client delete records") -> bool:
+        """DeleteRecords: move the log start offset up to ``new_start`` (<= high watermark, else
+        OffsetOutOfRangeError). Segments wholly below it go at the next
+        :meth:`delete_old_segments`. Returns whether it moved."""
+        if new_start > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {new_start} of partition {self.name} "
+                f"since it is larger than the high watermark {self._high_watermark}"
+            )
+        return self._increment_log_start_offset(new_start, reason)
+
+    @property
+    def next_file_deletion_ms(self) -> int | None:
+        """When the earliest ``.deleted`` segment is due for removal, or None."""
+        return min((due for due, _ in self._pending_deletes), default=None)
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove the files of segments deleted at least file.delete.delay.ms ago; returns how
+        many segments were removed."""
+        now = self._time_ms() if now_ms is None else now_ms
+        due = [seg for t, seg in self._pending_deletes if t <= now]
+        if not due:
+            return 0
+        self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now]
+        for seg in due:
+            seg.delete()
+            log.info("Deleted log segment files of %s at offset %d", self.name, seg.base_offset)
+        return len(due)
+
+    # -- flushing ------------------------------------------------------------------------------
+
+    def flush_due(self, now_ms: int | None = None) -> int | None:
+        """The offset :meth:`flush` should be called with now, or None: the base of a rolled
+        segment not yet flushed, the log end offset when flush.messages messages or flush.ms
+        milliseconds have accumulated. The broker polls it (and after appends when
+        flush.messages is small) and runs the flush in an executor."""
+        leo = self._log_end_offset
+        rp = self._recovery_point
+        if leo <= rp:
+            return None
+        cfg = self.config
+        if leo - rp >= cfg.flush_messages:
+            return leo
+        now = self._time_ms() if now_ms is None else now_ms
+        if now - self._last_flush_ms >= cfg.flush_ms:
+            return leo
+        roll = self._pending_roll_flush
+        if roll is not None and roll > rp:
+            return roll
+        return None
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``offset``) (default: the
+        log end offset) and advance the recovery point to ``offset``. Blocking: the broker runs
+        it in an executor; it is the one method that may run concurrently with the others."""
+        target = self._log_end_offset if offset is None else offset
+        with self._flush_lock:
+            start = self._recovery_point
+            truncations = self._truncations
+        if target <= start:
+            return
+        segs = list(self._segments)
+        bases = [s.base_offset for s in segs]
+        i = max(0, bisect.bisect_right(bases, start) - 1)
+        for seg in segs[i:]:
+            if seg.base_offset >= target:
+                break
+            seg.flush()
+        with self._flush_lock:
+            if self._truncations == truncations and target > self._recovery_point:
+                self._recovery_point = min(target, self._log_end_offset)
+            self._last_flush_ms = self._time_ms()
+            if self._pending_roll_flush is not None and self._pending_roll_flush <= self._recovery_point:
+                self._pending_roll_flush = None
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (unless ``flush`` is False), then close every segment; segments waiting for
+        deletion keep their ``.deleted`` files, which the next load removes. Idempotent."""
+        if self._closed:
+            return
+        if flush:
+            self.flush()
+        self._closed = True
+        for seg in self._segments:
+            seg.close()
+        for _due, seg in self._pending_deletes:
+            seg.close_handlers()
+        self._pending_deletes.clear()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (topic deletion)."""
+        self._closed = True
+        for seg in self._segments:
+            seg.close_handlers()
+        for _due, seg in self._pending_deletes:
+            seg.close_handlers()
+        self._pending_deletes.clear()
+        self._segments.clear()
+        self._bases.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, segments={len(self._segments)}, log_start_offset="
+            f"{self.log_start_offset}, log_end_offset={self._log_end_offset}, "
+            f"high_watermark={self._high_watermark})"
+        )

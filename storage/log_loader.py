@@ -1,0 +1,305 @@
+"""Loading a partition directory into segments, Kafka's ``LogLoader``: stray files, interrupted
+compaction swaps, missing or corrupt indexes, and recovery after an unclean shutdown.
+
+What loading does with the files of ``<log.dir>/<topic>-<partition>/`` (see storage.segment for
+the names), in order:
+
+1. ``*.deleted``: removed (a delete that was scheduled but had not run).
+   ``*.cleaned``: removed (an unfinished compaction), and so is every ``*.swap`` whose offset is
+   >= the smallest ``.cleaned`` offset (an unfinished segment split).
+2. Remaining ``*.swap`` segment files (a compaction that finished writing but not swapping):
+   the segment files they replace -- offsets in [smallest swap base, largest swap next offset) --
+   are removed and the ``.swap`` suffix is dropped.
+3. Index files without a ``.log`` are removed; every ``.log`` becomes a segment. A segment whose
+   offset index is missing or whose transaction index is corrupt is recovered on the spot.
+4. Unless the shutdown was clean, every segment from the one holding the recovery point on is
+   recovered (LogSegment.recover: re-validated, indexes rebuilt, torn tail truncated). At the
+   first segment that loses bytes, all later segments are removed: the log is a valid prefix.
+5. If the log end is below the log start offset checkpoint every segment is removed; an empty
+   directory gets one empty segment at the log start offset. The active segment's indexes get
+   their full preallocated size back.
+
+Who may call: Log.open only, before the Log is shared; blocking file I/O throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    LogSegment,
+    is_index_file,
+    is_log_file,
+    log_file,
+    offset_from_file_name,
+    time_index_file,
+)
+from storage.txn_index import CorruptIndexError
+
+if TYPE_CHECKING:
+    from storage.leader_epoch import LeaderEpochFileCache
+
+__all__ = ["LoadedLog", "load_log"]
+
+log = logging.getLogger("odradek.storage.log")
+
+_LONG_MAX = 9223372036854775807
+_LONG_MIN = -9223372036854775808
+
+
+@dataclass
+class LoadedLog:
+    """What loading found: the live segments (ascending), offsets, and the segments removed
+    during loading, already renamed ``.deleted``, for the Log to delete after the delay."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    to_delete: list[LogSegment] = field(default_factory=list)
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    clean_shutdown: bool,
+    time_ms: Callable[[], int],
+    leader_epoch_cache: LeaderEpochFileCache | None,
+    rng: random.Random,
+) -> LoadedLog:
+    """Load ``directory`` (created if missing); see the module docstring for the steps."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = directory.name
+
+    def open_segment(base: int, *, exists: bool, suffix: str = "") -> LogSegment:
+        return LogSegment.open(
+            directory,
+            base,
+            config,
+            time_ms=time_ms,
+            file_already_exists=exists,
+            suffix=suffix,
+            roll_jitter_ms=config.random_segment_jitter(rng),
+        )
+
+    swap_files = _remove_temp_files_and_collect_swap_files(directory)
+    _complete_swaps(directory, swap_files, open_segment)
+
+    segments: list[LogSegment] = []
+    to_delete: list[LogSegment] = []
+    try:
+        for path in sorted(p for p in directory.iterdir() if p.is_file()):
+            if is_index_file(path):
+                if not log_file(directory, offset_from_file_name(path.name)).exists():
+                    log.warning(
+                        "Found an orphaned index file %s, with no corresponding log file.", path
+                    )
+                    path.unlink(missing_ok=True)
+            elif is_log_file(path):
+                base = offset_from_file_name(path.name)
+                time_index_new = not time_index_file(directory, base).exists()
+                seg = open_segment(base, exists=True)
+                segments.append(seg)
+                try:
+                    seg.sanity_check(time_index_new)
+                except FileNotFoundError:
+                    if clean_shutdown or base < recovery_point:
+                        log.error(
+                            "Could not find offset index file corresponding to log file %s, "
+                            "recovering segment and rebuilding index files...",
+                            seg.log_path,
+                        )
+                    seg.recover(config.max_message_bytes, leader_epoch_cache)
+                except CorruptIndexError as e:
+                    log.warning(
+                        "Found a corrupted index file corresponding to log file %s due to %s, "
+                        "recovering segment and rebuilding index files...",
+                        seg.log_path,
+                        e,
+                    )
+                    seg.recover(config.max_message_bytes, leader_epoch_cache)
+
+        if not clean_shutdown:
+            _recover_unflushed(name, segments, to_delete, recovery_point, config, leader_epoch_cache)
+
+        log_end: int | None = None
+        if segments:
+            log_end = segments[-1].read_next_offset()
+            if log_end < log_start_offset:
+                log.warning(
+                    "Deleting all segments of %s because logEndOffset (%d) is smaller than "
+                    "logStartOffset %d. This could happen if segment files were deleted from "
+                    "the file system.",
+                    name,
+                    log_end,
+                    log_start_offset,
+                )
+                _rename_deleted(segments, to_delete)
+                segments.clear()
+                if leader_epoch_cache is not None:
+                    leader_epoch_cache.clear_and_flush()
+                log_end = None
+        if not segments:
+            segments.append(open_segment(log_start_offset, exists=False))
+
+        if clean_shutdown and log_end is not None:
+            new_recovery_point = next_offset = log_end
+        else:
+            next_offset = log_end if log_end is not None else segments[-1].read_next_offset()
+            new_recovery_point = min(recovery_point, next_offset)
+        segments[-1].resize_indexes(config.segment_index_bytes)
+        if leader_epoch_cache is not None:
+            leader_epoch_cache.truncate_from_end(next_offset)
+            leader_epoch_cache.truncate_from_start(log_start_offset)
+        return LoadedLog(
+            segments=segments,
+            log_start_offset=max(log_start_offset, segments[0].base_offset),
+            recovery_point=new_recovery_point,
+            log_end_offset=next_offset,
+            to_delete=to_delete,
+        )
+    except BaseException:
+        for seg in segments + to_delete:
+            seg.close_handlers()
+        raise
+
+
+def _remove_temp_files_and_collect_swap_files(directory: Path) -> list[Path]:
+    swap_files: list[Path] = []
+    cleaned_files: list[Path] = []
+    min_cleaned = _LONG_MAX
+    for path in directory.iterdir():
+        if not path.is_file():
+            continue
+        name = path.name
+        if name.endswith(DELETED_FILE_SUFFIX):
+            log.debug("Deleting stray temporary file %s", path)
+            path.unlink(missing_ok=True)
+        elif name.endswith(CLEANED_FILE_SUFFIX):
+            try:
+                min_cleaned = min(min_cleaned, offset_from_file_name(name))
+            except ValueError:
+                pass
+            cleaned_files.append(path)
+        elif name.endswith(SWAP_FILE_SUFFIX):
+            swap_files.append(path)
+    valid: list[Path] = []
+    for path in swap_files:
+        try:
+            offset = offset_from_file_name(path.name)
+        except ValueError:
+            continue
+        if offset >= min_cleaned:
+            log.debug("Deleting invalid swap file %s minCleanedFileOffset: %d", path, min_cleaned)
+            path.unlink(missing_ok=True)
+        else:
+            valid.append(path)
+    for path in cleaned_files:
+        log.debug("Deleting stray .clean file %s", path)
+        path.unlink(missing_ok=True)
+    return valid
+
+
+def _complete_swaps(
+    directory: Path,
+    swap_files: list[Path],
+    open_segment: Callable[..., LogSegment],
+) -> None:
+    min_swap = _LONG_MAX
+    max_swap = _LONG_MIN
+    for path in swap_files:
+        if not is_log_file(Path(path.name[: -len(SWAP_FILE_SUFFIX)])):
+            continue
+        base = offset_from_file_name(path.name)
+        seg = open_segment(base, exists=True, suffix=SWAP_FILE_SUFFIX)
+        try:
+            log.info(
+                "Found log file %s from interrupted swap operation, which is recoverable from "
+                "%s files by renaming.",
+                path,
+                SWAP_FILE_SUFFIX,
+            )
+            min_swap = min(min_swap, seg.base_offset)
+            max_swap = max(max_swap, seg.read_next_offset())
+        finally:
+            seg.close_handlers()
+    if not swap_files:
+        return
+    for path in directory.iterdir():
+        if not path.is_file() or path.name.endswith(SWAP_FILE_SUFFIX):
+            continue
+        try:
+            offset = offset_from_file_name(path.name)
+        except ValueError:
+            continue
+        if min_swap <= offset < max_swap:
+            log.info("Deleting segment files %s that is compacted but has not been deleted yet.", path.name)
+            path.unlink(missing_ok=True)
+    for path in directory.iterdir():
+        if path.is_file() and path.name.endswith(SWAP_FILE_SUFFIX):
+            log.info("Recovering file %s by renaming from %s files.", path.name, SWAP_FILE_SUFFIX)
+            os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
+
+
+def _recover_unflushed(
+    name: str,
+    segments: list[LogSegment],
+    to_delete: list[LogSegment],
+    recovery_point: int,
+    config: LogConfig,
+    leader_epoch_cache: LeaderEpochFileCache | None,
+) -> None:
+    """Recover the segments from the one holding ``recovery_point`` on; at the first segment
+    that loses bytes, remove all later ones."""
+    first = 0
+    for i, seg in enumerate(segments):
+        if seg.base_offset <= recovery_point:
+            first = i
+    unflushed = segments[first:]
+    total = len(unflushed)
+    for i, seg in enumerate(unflushed):
+        log.info("Recovering unflushed segment %d of %s (%d/%d).", seg.base_offset, name, i, total)
+        try:
+            truncated = seg.recover(config.max_message_bytes, leader_epoch_cache)
+        except (ValueError, OSError, StorageError) as e:
+            log.warning(
+                "Found invalid offset during recovery of %s (%s). Deleting the corrupt segment "
+                "and creating an empty one with starting offset %d",
+                name,
+                e,
+                seg.base_offset,
+            )
+            truncated = seg.truncate_to(seg.base_offset)
+        if truncated > 0:
+            rest = unflushed[i + 1 :]
+            log.warning(
+                "Corruption found in segment %d of %s, truncating to offset %d%s",
+                seg.base_offset,
+                name,
+                seg.read_next_offset(),
+                f"; deleting the {len(rest)} segments after it" if rest else "",
+            )
+            for later in rest:
+                segments.remove(later)
+            _rename_deleted(rest, to_delete)
+            break
+
+
+def _rename_deleted(segs: list[LogSegment], to_delete: list[LogSegment]) -> None:
+    for seg in segs:
+        seg.rename_to_deleted()
+        to_delete.append(seg)

@@ -1,0 +1,253 @@
+"""LogManager: the broker's log directories and every partition log in them.
+
+On-disk layout of each log dir (Kafka's): `.lock` (held with flock while the broker runs),
+`meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`replication-offset-checkpoint`, `cleaner-offset-checkpoint`, `.kafka_cleanshutdown` (present
+only between a clean shutdown and the next start), and one directory `<topic>-<partition>` per
+log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal.
+
+Why the marker and the recovery points: after a clean shutdown every log was flushed and closed,
+so loading skips recovery; after a crash each log re-validates everything past its recovery point
+(the offset up to which it was known to be flushed) and truncates a torn tail.
+
+Who calls what: `open()` and `shutdown()` are blocking and run in an executor at broker start and
+stop; `get_or_create_log`, `async_delete` and the periodic `cleanup_logs` / `flush_dirty_logs` /
+`checkpoint_*` run from the event loop (the periodic ones hand their file work to an executor
+through the broker's scheduler).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from storage.checkpoints import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    MetaProperties,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    read_meta_properties,
+    write_meta_properties,
+)
+from storage.config import LogConfig
+from storage.log import Log
+
+log = logging.getLogger("odradek.storage.log_manager")
+
+LOCK_FILE = ".lock"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+
+TopicPartition = tuple[str, int]
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    m = _PARTITION_DIR.match(name)
+    if m is None or name.startswith("."):
+        return None
+    return m.group(1), int(m.group(2))
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[Path], broker_id: int, default_config: LogConfig) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.broker_id = broker_id
+        self.default_config = default_config
+        self.logs: dict[TopicPartition, Log] = {}
+        self.log_dir_of: dict[TopicPartition, Path] = {}
+        self._locks: list[int] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # -- start-up -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, config: Any) -> LogManager:
+        """Lock and load every log dir of a KafkaConfig (blocking)."""
+        defaults = LogConfig.from_props(config.topic_defaults())
+        manager = cls(config.log_dirs, config.broker_id, defaults)
+        manager.startup()
+        return manager
+
+    def startup(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._lock(d)
+            self._check_meta_properties(d)
+        for d in self.log_dirs:
+            self._load_dir(d)
+
+    def _lock(self, d: Path) -> None:
+        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(
+                f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process "
+                "or thread is using this directory."
+            ) from None
+        self._locks.append(fd)
+
+    def _check_meta_properties(self, d: Path) -> None:
+        path = d / META_PROPERTIES_FILE
+        if path.exists():
+            meta = read_meta_properties(path)
+            if meta.node_id is not None and meta.node_id != self.broker_id:
+                raise RuntimeError(
+                    f"Stored node id {meta.node_id} doesn't match previous node id {self.broker_id} in "
+                    f"{path}. If you moved your data, make sure your configured node id matches."
+                )
+        else:
+            write_meta_properties(path, MetaProperties(version=0, node_id=self.broker_id))
+
+    def _load_dir(self, d: Path) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        recovery_points = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read()
+        start_offsets = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+        high_watermarks = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
+        entries = sorted(p for p in d.iterdir() if p.is_dir())
+        todo = []
+        for p in entries:
+            if _DELETE_DIR.match(p.name):
+                shutil.rmtree(p, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(p.name)
+            if tp is not None:
+                todo.append((tp, p))
+        started = time.monotonic()
+        last_report = started
+        log.info(
+            "Loading %d logs in %s (%s)", len(todo), d, "clean shutdown" if clean else "UNCLEAN shutdown: recovering"
+        )
+        for i, (tp, path) in enumerate(todo, 1):
+            self.logs[tp] = Log.open(
+                path,
+                self.default_config,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp),
+                clean_shutdown=clean,
+                high_watermark=high_watermarks.get(tp),
+            )
+            self.log_dir_of[tp] = d
+            now = time.monotonic()
+            if now - last_report >= 1.0 or i == len(todo):
+                log.info("Loaded %d/%d logs in %s (%.1f%%)", i, len(todo), d, 100.0 * i / max(1, len(todo)))
+                last_report = now
+        if clean:
+            marker.unlink()  # a crash from here on must be detected at the next start
+        log.info("Loaded %d logs in %s in %.0f ms", len(todo), d, (time.monotonic() - started) * 1000)
+
+    # -- logs -------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID) -> Log:
+        tp = (topic, partition)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            existing.update_config(config)
+            return existing
+        d = min(self.log_dirs, key=lambda x: sum(1 for v in self.log_dir_of.values() if v == x))
+        path = d / f"{topic}-{partition}"
+        path.mkdir(parents=True, exist_ok=True)
+        PartitionMetadataFile(PartitionMetadataFile.new_file(path)).write(topic_id)
+        new = Log.open(path, config, recovery_point=0, log_start_offset=0, clean_shutdown=True)
+        self.logs[tp] = new
+        self.log_dir_of[tp] = d
+        return new
+
+    def async_delete(self, topic: str, partition: int) -> Path | None:
+        """Detach a log now and remove its files: renamed to `<tp>.<id>-delete` at once (so a
+        restart finishes the job), removed right after."""
+        tp = (topic, partition)
+        lg = self.logs.pop(tp, None)
+        d = self.log_dir_of.pop(tp, None)
+        if lg is None or d is None:
+            return None
+        lg.close()
+        src = d / f"{topic}-{partition}"
+        dst = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
+        os.replace(src, dst)
+        shutil.rmtree(dst, ignore_errors=True)
+        return dst
+
+    def __iter__(self) -> Iterator[tuple[TopicPartition, Log]]:
+        return iter(list(self.logs.items()))
+
+    # -- periodic work (blocking: run in an executor) ------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention for every log, and removal of expired `.deleted` files."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = 0
+        for _, lg in self:
+            deleted += lg.delete_old_segments(now_ms)
+            lg.delete_expired_files(now_ms)
+        return deleted
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """fsync what flush.ms / flush.messages or a roll has made due; returns logs flushed."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        flushed = 0
+        for _, lg in self:
+            offset = lg.flush_due(now_ms)
+            if offset is not None:
+                lg.flush(offset)
+                flushed += 1
+        return flushed
+
+    def checkpoint_recovery_points(self) -> None:
+        for d in self.log_dirs:
+            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).write(
+                {tp: lg.recovery_point for tp, lg in self if self.log_dir_of.get(tp) == d}
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self.log_dirs:
+            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).write(
+                {tp: lg.log_start_offset for tp, lg in self if self.log_dir_of.get(tp) == d and lg.log_start_offset > 0}
+            )
+
+    def checkpoint_high_watermarks(self) -> None:
+        for d in self.log_dirs:
+            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).write(
+                {tp: lg.high_watermark for tp, lg in self if self.log_dir_of.get(tp) == d}
+            )
+
+    # -- shutdown -------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        for _, lg in self:
+            lg.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        for _, lg in self:
+            lg.close()
+        for d in self.log_dirs:
+            (d / CLEAN_SHUTDOWN_FILE).touch()
+            fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()
+        log.info("Shutdown complete: %d logs flushed and closed", len(self.logs))

@@ -1,0 +1,785 @@
+"""LogSegment: one ``.log`` file of RecordBatch v2 bytes and its indexes, Kafka's on-disk format.
+
+Files of the segment with base offset B (all in the partition directory, names as Kafka's
+``LogFileUtils``)::
+
+    <B, 20 digits>.log        concatenated RecordBatch v2, exactly as received on the wire (after
+                              the broker assigned baseOffset and partitionLeaderEpoch)
+    <B, 20 digits>.index      OffsetIndex (see storage.index)
+    <B, 20 digits>.timeindex  TimeIndex (see storage.index)
+    <B, 20 digits>.txnindex   TransactionIndex, only once an aborted transaction ends here
+
+Suffixes: ``.deleted`` (waiting for file.delete.delay.ms before removal), ``.cleaned`` and
+``.swap`` (compaction in progress; see storage.log for what loading does with them).
+
+Invariants:
+
+* B <= every offset in the segment < the next segment's base, and every offset - B fits in
+  int32 (the indexes store 4-byte relative offsets); appends that would break that raise
+  LogSegmentOffsetOverflowError.
+* ``size`` is the byte length of the complete batches in the file: appends write at ``size``
+  with ``os.pwrite`` (no Python-side buffering, nothing per record), so a failed write is
+  overwritten by the next one and a trailing partial batch never counts.
+* Every ``index.interval.bytes`` of appended data adds one offset-index entry (last offset of
+  the append -> position where the append starts) and maybe one time-index entry (running max
+  timestamp -> its offset), exactly as Kafka's ``LogSegment.append``.
+* Indexes are opened lazily (Kafka's ``LazyIndex``): a loaded segment that is never searched
+  never maps its index files.
+
+Who may call: the partition's Log only, from the task that owns it (the event loop), one call
+at a time. The exception is :meth:`flush`, which may run in an executor thread concurrently with
+appends; it holds the segment's lock, as do the methods that remap or close files.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protocol.records import (
+    LOG_OVERHEAD,
+    RecordsError,
+    decode_records,
+    validate_batch,
+)
+from storage.errors import LogSegmentOffsetOverflowError, StorageError
+from storage.file_records import (
+    EMPTY_RECORDS,
+    FetchDataInfo,
+    FileRecords,
+    LogFile,
+    LogOffsetMetadata,
+    LogOffsetPosition,
+    TimestampAndOffset,
+    scan_headers,
+)
+from storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from storage.txn_index import TransactionIndex, TxnIndexSearchResult
+
+if TYPE_CHECKING:
+    from storage.config import LogConfig
+    from storage.leader_epoch import LeaderEpochFileCache
+
+__all__ = [
+    "CLEANED_FILE_SUFFIX",
+    "DELETED_FILE_SUFFIX",
+    "INDEX_FILE_SUFFIX",
+    "LOG_FILE_SUFFIX",
+    "SWAP_FILE_SUFFIX",
+    "TIME_INDEX_FILE_SUFFIX",
+    "TXN_INDEX_FILE_SUFFIX",
+    "LogSegment",
+    "filename_prefix_from_offset",
+    "is_index_file",
+    "is_log_file",
+    "log_file",
+    "offset_from_file_name",
+    "offset_index_file",
+    "time_index_file",
+    "txn_index_file",
+]
+
+log = logging.getLogger("odradek.storage.segment")
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+
+_INT32_MAX = 2147483647
+_LONG_MAX = 9223372036854775807
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """The 20-digit, zero-padded base offset that starts every file name of a segment."""
+    return f"{offset:020d}"
+
+
+def log_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
+    return Path(directory) / f"{offset:020d}{LOG_FILE_SUFFIX}{suffix}"
+
+
+def offset_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
+    return Path(directory) / f"{offset:020d}{INDEX_FILE_SUFFIX}{suffix}"
+
+
+def time_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
+    return Path(directory) / f"{offset:020d}{TIME_INDEX_FILE_SUFFIX}{suffix}"
+
+
+def txn_index_file(directory: str | os.PathLike[str], offset: int, suffix: str = "") -> Path:
+    return Path(directory) / f"{offset:020d}{TXN_INDEX_FILE_SUFFIX}{suffix}"
+
+
+def offset_from_file_name(name: str) -> int:
+    """The base offset in a segment file name (``00000000000000000042.log`` -> 42);
+    ValueError when the name does not start with one."""
+    prefix = name.split(".", 1)[0]
+    if not prefix.isdigit():
+        raise ValueError(f"not a segment file name: {name}")
+    return int(prefix)
+
+
+def is_log_file(path: Path) -> bool:
+    return path.name.endswith(LOG_FILE_SUFFIX) and path.name[:-4].isdigit()
+
+
+def is_index_file(path: Path) -> bool:
+    name = path.name
+    for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
+        if name.endswith(suffix) and name[: -len(suffix)].isdigit():
+            return True
+    return False
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """One segment of a partition's log (see the module docstring for files and invariants)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10485760,
+        roll_jitter_ms: int = 0,
+        time_ms: Callable[[], int] = _wall_ms,
+        file_already_exists: bool = False,
+        suffix: str = "",
+        preallocate: bool = False,
+        init_file_size: int = 0,
+    ) -> None:
+        self._dir = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self._time_ms = time_ms
+        self._suffix = suffix
+        self._lock = threading.Lock()
+        path = log_file(self._dir, base_offset, suffix)
+        flags = os.O_RDWR | os.O_CREAT
+        if not file_already_exists:
+            flags |= os.O_EXCL
+        fd = os.open(path, flags, 0o644)
+        self._file = LogFile(fd, path)
+        if not file_already_exists and preallocate and init_file_size > 0:
+            os.ftruncate(fd, init_file_size)
+            self._size = 0
+        else:
+            self._size = os.fstat(fd).st_size
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self.txn_index = TransactionIndex(base_offset, txn_index_file(self._dir, base_offset, suffix))
+        # max timestamp so far and its offset; None = not read from the time index yet
+        self._max_ts: int | None = None if file_already_exists else NO_TIMESTAMP
+        self._offset_of_max_ts = base_offset
+        self._rolling_ts: int | None = None  # first batch's max timestamp, once known
+        self._bytes_since_last_index_entry = 0
+        self.created = time_ms()
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        config: LogConfig,
+        *,
+        time_ms: Callable[[], int] = _wall_ms,
+        file_already_exists: bool = False,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+        preallocate: bool | None = None,
+    ) -> LogSegment:
+        """Open (or create) the segment with ``base_offset`` in ``directory`` under ``config``."""
+        prealloc = config.preallocate if preallocate is None else preallocate
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            time_ms=time_ms,
+            file_already_exists=file_already_exists,
+            suffix=suffix,
+            preallocate=prealloc,
+            init_file_size=config.segment_bytes if prealloc else 0,
+        )
+
+    # -- files and sizes -----------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes of complete batches in the .log file."""
+        return self._size
+
+    @property
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @property
+    def offset_index_path(self) -> Path:
+        return offset_index_file(self._dir, self.base_offset, self._suffix)
+
+    @property
+    def time_index_path(self) -> Path:
+        return time_index_file(self._dir, self.base_offset, self._suffix)
+
+    @property
+    def txn_index_path(self) -> Path:
+        return self.txn_index.path
+
+    @property
+    def suffix(self) -> str:
+        return self._suffix
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The offset index, mapped on first use."""
+        idx = self._offset_index
+        if idx is None:
+            idx = self._offset_index = OffsetIndex(
+                self.offset_index_path, self.base_offset, self.max_index_size
+            )
+        return idx
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The time index, mapped on first use."""
+        idx = self._time_index
+        if idx is None:
+            idx = self._time_index = TimeIndex(
+                self.time_index_path, self.base_offset, self.max_index_size
+            )
+        return idx
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    # -- timestamps ----------------------------------------------------------------------------
+
+    def _read_max_timestamp_and_offset(self) -> TimestampOffset:
+        if self._max_ts is None:
+            last = self.time_index.last_entry
+            self._max_ts, self._offset_of_max_ts = last.timestamp, last.offset
+        return TimestampOffset(self._max_ts, self._offset_of_max_ts)
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max timestamp appended (-1 if none); may map the time index."""
+        if self._max_ts is None:
+            self._read_max_timestamp_and_offset()
+        return self._max_ts  # type: ignore[return-value]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._read_max_timestamp_and_offset().offset
+
+    @property
+    def largest_record_timestamp(self) -> int | None:
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's last-modified time when there is none
+        (what time-based retention compares against, as Kafka's ``largestTimestamp``)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified
+
+    @property
+    def last_modified(self) -> int:
+        """Last-modified time of the .log file in ms."""
+        return os.stat(self._file.path).st_mtime_ns // 1_000_000
+
+    def set_last_modified(self, ms: int) -> None:
+        ns = ms * 1_000_000
+        for path in (self._file.path, self.offset_index_path, self.time_index_path):
+            if path.exists():
+                os.utime(path, ns=(ns, ns))
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_ts is None:
+            for _pos, h in scan_headers(self._file, 0, self._size):
+                self._rolling_ts = h[8]
+                break
+
+    @property
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch, or Long.MAX_VALUE when unknown/none."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_ts
+        return ts if ts is not None and ts >= 0 else _LONG_MAX
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: new batch's timestamp minus the first batch's, or,
+        when the first batch has no timestamp, wall time since the segment was created."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_ts
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created
+
+    def should_roll(
+        self,
+        segment_bytes: int,
+        segment_ms: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now_ms: int,
+    ) -> bool:
+        """Whether an append of ``messages_size`` bytes must go to a new segment: it would push
+        the segment past segment.bytes, the segment is older than segment.ms minus its jitter
+        (and not empty), an index is full, or its last offset overflows the relative offset.
+        (On the append path: kept to attribute reads.)"""
+        size = self._size
+        if size > segment_bytes - messages_size:
+            return True
+        if size > 0:
+            ts = self._rolling_ts
+            if ts is None:
+                self._load_first_batch_timestamp()
+                ts = self._rolling_ts
+            if ts is not None and ts >= 0:
+                waited = max_timestamp_in_messages - ts
+            else:
+                waited = now_ms - self.created
+            if waited > segment_ms - self.roll_jitter_ms:
+                return True
+        oi = self._offset_index or self.offset_index
+        if oi.entries >= oi.max_entries:
+            return True
+        ti = self._time_index or self.time_index
+        if ti.entries >= ti.max_entries - 1:
+            return True
+        rel = max_offset_in_messages - self.base_offset
+        return rel < 0 or rel > _INT32_MAX
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Write ``records`` (complete, validated batches with offsets assigned) at the end of
+        the .log with os.pwrite, and add index entries every index.interval.bytes."""
+        n = len(records) if not isinstance(records, memoryview) else records.nbytes
+        if n == 0:
+            return
+        pos = self._size
+        if pos == 0:
+            self._rolling_ts = largest_timestamp
+        rel = largest_offset - self.base_offset
+        if rel < 0 or rel > _INT32_MAX:
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self!r}"
+            )
+        if n > _INT32_MAX - pos:
+            raise StorageError(
+                f"Append of size {n} bytes is too large for segment with current file position "
+                f"at {pos}"
+            )
+        fd = self._file.fd
+        try:
+            written = os.pwrite(fd, records, pos)
+            while written < n:
+                written += os.pwrite(fd, memoryview(records)[written:], pos + written)
+        except OSError as e:
+            raise StorageError(f"Error while appending to {self._file.path}: {e}") from e
+        self._size = pos + n
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self._read_max_timestamp_and_offset().timestamp
+        if largest_timestamp > max_ts:
+            self._max_ts = max_ts = largest_timestamp
+            self._offset_of_max_ts = offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, pos)
+            self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
+            self._bytes_since_last_index_entry = n
+        else:
+            self._bytes_since_last_index_entry += n
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``offset``: (its last offset, position,
+        size), or None when the segment has none. Index lookup, then a scan of batch headers."""
+        pos = self.offset_index.lookup(offset).position
+        if starting_position > pos:
+            pos = starting_position
+        for p, h in scan_headers(self._file, pos, self._size):
+            last = h[0] + h[6]
+            if last >= offset:
+                return LogOffsetPosition(last, p, h[1] + LOG_OVERHEAD)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Batches from the one holding ``start_offset``: at most ``max_size`` bytes (or the
+        whole first batch when ``min_one_message``) and never past byte ``max_position``
+        (default: the segment's size). None when the segment has no offset >= start_offset.
+        The records are a file slice; the last batch may be cut short by ``max_size``."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self!r}")
+        mapping = self.translate_offset(start_offset)
+        if mapping is None:
+            return None
+        start = mapping.position
+        meta = LogOffsetMetadata(start_offset, self.base_offset, start)
+        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        if adjusted == 0:
+            return FetchDataInfo(meta, EMPTY_RECORDS)
+        limit = self._size if max_position is None else min(max_position, self._size)
+        fetch_size = min(limit - start, adjusted)
+        if fetch_size <= 0:
+            return FetchDataInfo(meta, EMPTY_RECORDS)
+        return FetchDataInfo(
+            meta, FileRecords(self._file, start, fetch_size), adjusted < mapping.size
+        )
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty); scans from the last
+        offset-index entry."""
+        start = self.offset_index.lookup(self.offset_index.last_offset).position
+        nxt = self.base_offset
+        for _p, h in scan_headers(self._file, start, self._size):
+            nxt = h[0] + h[6] + 1
+        return nxt
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``
+        (Kafka's ``findOffsetByTimestamp``), or None. Decodes only the batch that holds it."""
+        entry = self.time_index.lookup(timestamp)
+        pos = self.offset_index.lookup(max(entry.offset, starting_offset)).position
+        for p, h in scan_headers(self._file, pos, self._size):
+            if h[8] >= timestamp:
+                data = self._file.pread(h[1] + LOG_OVERHEAD, p)
+                _hdr, records = decode_records(data, check_crc=False)
+                for r in records:
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:  # type: ignore[operator]
+                        return TimestampAndOffset(r.timestamp, r.offset, h[2] if h[2] >= 0 else -1)  # type: ignore[arg-type]
+        return None
+
+    def find_max_timestamp(self) -> TimestampAndOffset | None:
+        """The first record holding the segment's max timestamp (for ListOffsets -3)."""
+        max_ts, offset = self._read_max_timestamp_and_offset()
+        pos = self.offset_index.lookup(offset).position
+        for p, h in scan_headers(self._file, pos, self._size):
+            if h[8] == max_ts:
+                epoch = h[2] if h[2] >= 0 else -1
+                if h[5] & 0x08:  # LogAppendTime: every record has the batch's timestamp
+                    return TimestampAndOffset(max_ts, h[0], epoch)
+                data = self._file.pread(h[1] + LOG_OVERHEAD, p)
+                _hdr, records = decode_records(data, check_crc=False)
+                for r in records:
+                    if r.timestamp == max_ts:
+                        return TimestampAndOffset(max_ts, r.offset, epoch)  # type: ignore[arg-type]
+        return None
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    # -- recovery and truncation ---------------------------------------------------------------
+
+    def recover(
+        self,
+        max_message_size: int = _INT32_MAX,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
+    ) -> int:
+        """Re-validate every batch (length, magic, record count, CRC, offsets increasing and
+        within this segment), rebuild both indexes, and truncate the file after the last valid
+        batch. Returns the number of bytes truncated (logged as a warning when not 0).
+
+        ``max_message_size`` is only reported on: batches above it are kept (the limit may
+        have been lowered after they were written). With a ``leader_epoch_cache``, epochs of
+        the recovered batches are assigned to it as Kafka does."""
+        with self._lock:
+            oi = self.offset_index
+            ti = self.time_index
+            oi.reset()
+            ti.reset()
+            self._max_ts = NO_TIMESTAMP
+            self._offset_of_max_ts = self.base_offset
+            self._rolling_ts = None
+            file_size = os.fstat(self._file.fd).st_size
+            valid = 0
+            last_index_entry = 0
+            prev_last = self.base_offset - 1
+            base = self.base_offset
+            interval = self.index_interval_bytes
+            if file_size > 0:
+                mm = mmap.mmap(self._file.fd, file_size, access=mmap.ACCESS_READ)
+                try:
+                    mv = memoryview(mm)
+                    try:
+                        while file_size - valid > 0:
+                            try:
+                                h = validate_batch(mv, valid)
+                            except RecordsError as e:
+                                log.warning(
+                                    "Found invalid messages in log segment %s at byte offset "
+                                    "%d: %s",
+                                    self._file.path,
+                                    valid,
+                                    e,
+                                )
+                                break
+                            first = h.base_offset
+                            last = first + h.last_offset_delta
+                            if first <= prev_last or last - base > _INT32_MAX:
+                                log.warning(
+                                    "Found invalid offsets in log segment %s at byte offset %d: "
+                                    "batch [%d, %d] after offset %d",
+                                    self._file.path,
+                                    valid,
+                                    first,
+                                    last,
+                                    prev_last,
+                                )
+                                break
+                            size = h.batch_length + LOG_OVERHEAD
+                            if size > max_message_size:
+                                log.info(
+                                    "Batch at byte offset %d of %s is larger than "
+                                    "max.message.bytes (%d > %d); kept",
+                                    valid,
+                                    self._file.path,
+                                    size,
+                                    max_message_size,
+                                )
+                            if h.max_timestamp > self._max_ts:
+                                self._max_ts = h.max_timestamp
+                                self._offset_of_max_ts = last
+                            if valid - last_index_entry > interval:
+                                oi.append(last, valid)
+                                ti.maybe_append(self._max_ts, self._offset_of_max_ts)
+                                last_index_entry = valid
+                            if self._rolling_ts is None:
+                                self._rolling_ts = h.max_timestamp
+                            valid += size
+                            prev_last = last
+                            epoch = h.partition_leader_epoch
+                            if leader_epoch_cache is not None and epoch >= 0:
+                                latest = leader_epoch_cache.latest_epoch
+                                if latest is None or epoch > latest:
+                                    leader_epoch_cache.assign(epoch, first)
+                    finally:
+                        mv.release()
+                finally:
+                    mm.close()
+            truncated = file_size - valid
+            if truncated > 0:
+                log.warning(
+                    "Truncated %d invalid bytes at the end of segment %s during recovery",
+                    truncated,
+                    self._file.path,
+                )
+                os.ftruncate(self._file.fd, valid)
+            self._size = valid
+            self._bytes_since_last_index_entry = valid - last_index_entry
+            oi.trim_to_valid_size()
+            # a normally closed segment ends with the largest timestamp: do the same
+            ti.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+            ti.trim_to_valid_size()
+            self.txn_index.truncate_to(prev_last + 1)
+            return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (and their index entries);
+        returns the bytes removed. The indexes get their full size back (this segment is
+        about to be the active one)."""
+        with self._lock:
+            mapping = self.translate_offset(offset)
+            oi = self.offset_index
+            ti = self.time_index
+            oi.truncate_to(offset)
+            ti.truncate_to(offset)
+            self.txn_index.truncate_to(offset)
+            oi.resize(oi.max_index_size)
+            ti.resize(ti.max_index_size)
+            truncated = 0 if mapping is None else self._truncate_file(mapping.position)
+            if self._size == 0:
+                self.created = self._time_ms()
+                self._rolling_ts = None
+            self._bytes_since_last_index_entry = 0
+            if self.max_timestamp_so_far >= 0:
+                self._max_ts, self._offset_of_max_ts = self._read_largest_timestamp()
+            return truncated
+
+    def _truncate_file(self, size: int) -> int:
+        original = self._size
+        if size > original or size < 0:
+            raise StorageError(
+                f"Attempt to truncate log segment {self._file.path} to {size} bytes failed, "
+                f"size of this log segment is {original} bytes."
+            )
+        if size < os.fstat(self._file.fd).st_size:
+            os.ftruncate(self._file.fd, size)
+        self._size = size
+        return original - size
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        pos = self.offset_index.lookup(last.offset).position
+        best = TimestampOffset(NO_TIMESTAMP, -1)
+        for _p, h in scan_headers(self._file, pos, self._size):
+            if h[8] > best.timestamp:
+                best = TimestampOffset(h[8], h[0] + h[6])
+        return best if best.timestamp > last.timestamp else last
+
+    def has_overflow(self) -> bool:
+        nxt = self.read_next_offset()
+        return nxt > self.base_offset and not self.can_convert_to_relative_offset(nxt - 1)
+
+    def sanity_check(self, time_index_newly_created: bool) -> None:
+        """Kafka's load-time check: the offset index file must exist (FileNotFoundError
+        otherwise), a newly created time index is emptied, the txn index must be sane."""
+        if not self.offset_index_path.exists():
+            raise FileNotFoundError(f"Offset index file {self.offset_index_path} does not exist")
+        if time_index_newly_created:
+            self.time_index.resize(0)
+        self.txn_index.sanity_check()
+
+    def resize_indexes(self, size: int) -> None:
+        with self._lock:
+            self.offset_index.resize(size)
+            self.time_index.resize(size)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: record the max timestamp in the time index, trim indexes and .log file."""
+        with self._lock:
+            ts, off = self._read_max_timestamp_and_offset()
+            self.time_index.maybe_append(ts, off, skip_full_check=True)
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+            self._trim_log_file()
+
+    def _trim_log_file(self) -> None:
+        if os.fstat(self._file.fd).st_size > self._size:
+            os.ftruncate(self._file.fd, self._size)
+
+    def flush(self) -> None:
+        """fsync the .log and the indexes. Blocking; safe to call from an executor thread."""
+        with self._lock:
+            if self._file.closed:
+                return
+            os.fsync(self._file.fd)
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None and not idx.closed:
+                    idx.flush()
+            self.txn_index.flush()
+
+    def close(self) -> None:
+        """Write the final time-index entry, trim and close every file (idempotent). Does not
+        fsync: the Log flushes unflushed segments before closing them."""
+        with self._lock:
+            if self._file.closed:
+                return
+            try:
+                if self._max_ts is not None and self._max_ts >= 0:
+                    self.time_index.maybe_append(
+                        self._max_ts, self._offset_of_max_ts, skip_full_check=True
+                    )
+            except ValueError as e:  # pragma: no cover - Kafka swallows this too
+                log.warning("Could not append the last time index entry of %s: %s", self, e)
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close()
+            self._trim_log_file()
+            self._file.close()
+            self.txn_index.close()
+
+    def close_handlers(self) -> None:
+        """Close every file without writing anything (idempotent)."""
+        with self._lock:
+            self._close_handlers()
+
+    def _close_handlers(self) -> None:
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        self._file.close()
+        self.txn_index.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment from ``old_suffix`` to ``new_suffix``."""
+        with self._lock:
+            if self._suffix != old_suffix:
+                raise ValueError(f"segment {self!r} has suffix {self._suffix!r}, not {old_suffix!r}")
+            old_index, old_time = self.offset_index_path, self.time_index_path
+            new_log = log_file(self._dir, self.base_offset, new_suffix)
+            os.replace(self._file.path, new_log)
+            self._file.path = new_log
+            self._suffix = new_suffix
+            for idx, old, new in (
+                (self._offset_index, old_index, self.offset_index_path),
+                (self._time_index, old_time, self.time_index_path),
+            ):
+                if idx is not None:
+                    idx.rename_to(new)
+                elif old.exists():
+                    os.replace(old, new)
+            self.txn_index.rename_to(txn_index_file(self._dir, self.base_offset, new_suffix))
+
+    def rename_to_deleted(self) -> None:
+        """Append ``.deleted`` to every file name (the first step of an asynchronous delete)."""
+        self.change_file_suffixes(self._suffix, self._suffix + DELETED_FILE_SUFFIX)
+
+    def delete(self) -> None:
+        """Close and remove every file of the segment (missing files are fine)."""
+        with self._lock:
+            self._close_handlers()
+            for path in (
+                self._file.path,
+                self.offset_index_path,
+                self.time_index_path,
+                self.txn_index.path,
+            ):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+
+    @property
+    def deleted(self) -> bool:
+        return not any(
+            p.exists()
+            for p in (self._file.path, self.offset_index_path, self.time_index_path, self.txn_index.path)
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(baseOffset={self.base_offset}, size={self._size}, "
+            f"path={str(self._file.path)!r})"
+        )

@@ -1,0 +1,96 @@
+"""A real `odradek serve` subprocess for tests: free port, own log dir, stopped by its owner.
+
+Readiness is an event, not a sleep: the broker logs `event='broker started'` once its listeners
+are open, and `start()` waits for that line (bounded)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = ()) -> None:
+        self.log_dir = Path(log_dir)
+        self.port = port or free_port()
+        self.overrides = list(overrides)
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._started = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        cmd = [
+            sys.executable, "-m", "clients.cli", "serve",
+            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+            "--log-dirs", str(self.log_dir),
+        ]
+        for o in self.overrides:
+            cmd += ["--override", o]
+        self._started.clear()
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
+        if not self._started.wait(timeout) or self.proc.poll() is not None:
+            self.kill()
+            raise RuntimeError("broker did not start:\n" + "\n".join(self.lines[-40:]))
+        return self
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+            if "event='broker started'" in line:
+                self._started.set()
+        self._started.set()  # process ended: unblock start()
+
+    def log_text(self) -> str:
+        return "\n".join(self.lines)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a graceful shutdown."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        finally:
+            self._join()
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._join()
+
+    def _join(self) -> None:
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()

@@ -17,7 +17,7 @@ with warnings.catch_warnings():
     from kafka.admin import NewTopic
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
-N_PER_CODEC = 2000
+N_PER_CODEC = 100_000
 
 
 def create_topic(broker: BrokerProcess, name: str, partitions: int) -> None:
@@ -130,7 +130,7 @@ def test_confluent_kafka_round_trip_every_codec(broker: BrokerProcess, codec: st
 def test_kcat_round_trip_every_codec(broker: BrokerProcess, codec: str) -> None:
     topic = f"kc-{codec}"
     create_topic(broker, topic, 1)
-    lines = [f"k{i}:line {i}" for i in range(500)]
+    lines = [f"k{i}:line {i}" for i in range(N_PER_CODEC)]
     subprocess.run(
         ["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-z", codec, "-K:"],
         input="\n".join(lines) + "\n", text=True, check=True, timeout=60,
@@ -143,22 +143,27 @@ def test_kcat_round_trip_every_codec(broker: BrokerProcess, codec: str) -> None:
     assert out.stdout.splitlines() == lines
 
 
-def test_aiokafka_round_trip(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("codec", CODECS, ids=[c or "none" for c in CODECS])
+def test_aiokafka_round_trip_every_codec(broker: BrokerProcess, codec: str | None) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition as ATP
 
-    topic = "aio"
+    topic = f"aio-{codec or 'none'}"
     create_topic(broker, topic, 3)
 
-    async def run() -> list:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip")
+    async def run() -> tuple[dict, list]:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=5)
         await producer.start()
         try:
-            for i in range(300):
-                await producer.send(topic, key=str(i % 7).encode(), value=f"m{i}".encode(), partition=i % 3)
-            await producer.flush()
+            pending = [
+                await producer.send(topic, key=str(i % 7).encode(), value=f"m{i}".encode(),
+                                    headers=[("i", str(i).encode())], timestamp_ms=1_600_000_000_000 + i)
+                for i in range(N_PER_CODEC)
+            ]
+            metas = await asyncio.gather(*pending)
         finally:
             await producer.stop()
+        sent = {(md.partition, md.offset): i for i, md in enumerate(metas)}
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
@@ -166,19 +171,23 @@ def test_aiokafka_round_trip(broker: BrokerProcess) -> None:
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             got = []
-            while len(got) < 300:
-                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 15)
+            while len(got) < N_PER_CODEC:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000, max_records=10000), 15)
                 for msgs in batch.values():
                     got.extend(msgs)
-            return got
+            return sent, got
         finally:
             await consumer.stop()
 
-    got = asyncio.run(run())
-    assert sorted(m.value for m in got) == sorted(f"m{i}".encode() for i in range(300))
-    for p in range(3):
-        values = [int(m.value[1:]) for m in got if m.partition == p]
-        assert values == sorted(values) and all(v % 3 == p for v in values)
+    sent, got = asyncio.run(run())
+    assert len(got) == N_PER_CODEC
+    last: dict[int, int] = {}
+    for m in got:
+        i = sent[(m.partition, m.offset)]
+        assert (m.key, m.value, m.timestamp) == (str(i % 7).encode(), f"m{i}".encode(), 1_600_000_000_000 + i)
+        assert list(m.headers) == [("i", str(i).encode())]
+        assert m.offset > last.get(m.partition, -1)
+        last[m.partition] = m.offset
 
 
 def test_seek_by_timestamp(broker: BrokerProcess) -> None:

@@ -22,6 +22,7 @@ BENCHES = {
     "protocol": ("Protocol codecs", "tests.bench.bench_protocol"),
     "storage": ("Storage: append and read vs raw file I/O", "tests.bench.bench_storage"),
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
+    "broker": ("Broker throughput, CPU per record and latency (confluent-kafka client)", "tests.bench.bench_broker"),
 }
 
 

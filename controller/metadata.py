@@ -14,7 +14,6 @@ Topic-name rules, partition limits and error codes follow Kafka's (`Topic.valida
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ErrorCode, KafkaProtocolError
+from storage.checkpoints import atomic_write
 
 METADATA_FILE = "__odradek_metadata.json"
 PRODUCER_ID_BLOCK = 1000
@@ -281,23 +281,6 @@ class EmbeddedController:
         pid = self.next_producer_id
         self.next_producer_id += 1
         return pid
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _new_cluster_id() -> str:

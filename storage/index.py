@@ -88,7 +88,6 @@ class _MappedIndex:
     plain attributes for speed; only this class changes them."""
 
     ENTRY_SIZE = 0
-    _KEY_FMT = ""
 
     __slots__ = (
         "_closed",

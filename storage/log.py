@@ -26,18 +26,22 @@ Invariants:
   ``file.delete.delay.ms`` later by :meth:`Log.delete_expired_files`, so file slices handed out by
   earlier reads stay readable meanwhile.
 
-Who may call, and threads: one asyncio task owns a Log -- every method runs on the event loop
-thread, one call at a time, with no locking -- except :meth:`Log.flush`, which blocks on fsync
-and is meant to run in an executor (``await loop.run_in_executor(None, log.flush, offset)``)
-while the loop keeps appending. There are no threads, timers or asyncio inside storage: the
-broker's scheduler drives time-based work by calling :meth:`Log.flush_due` / :meth:`Log.flush`,
-:meth:`Log.delete_old_segments` (log.retention.check.interval.ms) and
+Who may call, and threads: one asyncio task owns a Log and calls it on the event loop thread.
+Blocking work may be moved to an executor: :meth:`Log.flush` (fsync; it never waits for the
+log's lock, so appends go on meanwhile), :meth:`Log.delete_old_segments` and
+:meth:`Log.delete_expired_files` (retention; renames and unlinks). To make that safe, every method
+that changes segments or offsets holds the log's lock (uncontended on the append path), and the
+segment list is replaced, never mutated, so reads take one consistent snapshot of it without
+locking. Reads themselves stay on the loop. There are no threads, timers or asyncio inside
+storage: the broker's scheduler drives time-based work by calling :meth:`Log.flush_due` /
+:meth:`Log.flush`, :meth:`Log.delete_old_segments` (log.retention.check.interval.ms) and
 :meth:`Log.delete_expired_files` (:attr:`Log.next_file_deletion_ms` says when).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import random
@@ -48,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from crc32c import crc32c
 
@@ -58,21 +62,15 @@ from protocol.records import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
-    TIMESTAMP_TYPE_MASK,
-    RecordsError,
-    build_batch,
-    decode_records,
     set_max_timestamp_and_type,
 )
+from storage import log_validator as _v
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import (
     CorruptRecordError,
-    InvalidRecordError,
-    InvalidTimestampError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
-    RecordTooLargeError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
@@ -146,6 +144,20 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    """Run ``method`` holding the log's lock (it changes the log's structure or offsets)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _writable_view(buf: bytes | bytearray | memoryview) -> memoryview:
     mv = memoryview(buf)
     if mv.readonly:
@@ -178,8 +190,9 @@ class Log:
         self.leader_epoch_cache = leader_epoch_cache
         self._time_ms = time_ms
         self._rng = rng
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._lock = threading.RLock()  # serialises everything that changes the log
+        self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
+        self._set_segments(segments)
         self.log_start_offset = log_start_offset
         self._log_end_offset = log_end_offset
         self._recovery_point = recovery_point
@@ -267,7 +280,7 @@ class Log:
     def config(self, config: LogConfig) -> None:
         self._config = config
         append_time = config.log_append_time
-        self._check_records = config.compact or (
+        self._decode_on_append = config.compact or (
             not append_time
             and (
                 config.timestamp_before_max_ms != LONG_MAX
@@ -334,38 +347,53 @@ class Log:
 
     # -- segments ------------------------------------------------------------------------------
 
+    def _set_segments(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
+        """Publish a new segment list. The (segments, base offsets) pair is replaced as one
+        object, never mutated, so a reader that took ``self._view`` once sees a consistent
+        list even if a flush thread or a retention run changes the log meanwhile."""
+        segs = tuple(segments)
+        self._view = (segs, [s.base_offset for s in segs])
+        self._upper_cache = None
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return self._view[0]
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._view[0][-1]
 
     @property
     def num_segments(self) -> int:
-        return len(self._segments)
+        return len(self._view[0])
 
     @property
     def size(self) -> int:
         """Bytes in all live segments."""
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in self._view[0])
 
-    def _floor_index(self, offset: int) -> int:
+    @staticmethod
+    def _floor(bases: list[int], offset: int) -> int:
         """Index of the segment with the largest base offset <= ``offset``; -1 if none."""
-        return bisect.bisect_right(self._bases, offset) - 1
+        return bisect.bisect_right(bases, offset) - 1
 
     def segment_for(self, offset: int) -> LogSegment | None:
-        i = self._floor_index(offset)
-        return self._segments[i] if i >= 0 else None
+        segs, bases = self._view
+        i = self._floor(bases, offset)
+        return segs[i] if i >= 0 else None
 
     def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
         """Segments that may hold offsets in [from_offset, to_offset)."""
         if from_offset >= to_offset:
             return []
-        i = max(0, self._floor_index(from_offset))
-        j = bisect.bisect_left(self._bases, to_offset)
-        return self._segments[i:j]
+        segs, bases = self._view
+        i = max(0, self._floor(bases, from_offset))
+        j = bisect.bisect_left(bases, to_offset)
+        return list(segs[i:j])
 
     # -- append --------------------------------------------------------------------------------
 
@@ -387,125 +415,107 @@ class Log:
         :mod:`storage.errors` exception (carrying the Kafka error) and appends nothing when a
         batch fails.
         """
-        if now_ms is None:
-            now_ms = self._time_ms()
-        cfg = self._config
-        mv = memoryview(buf)
-        if mv.readonly or mv.format != "B" or mv.ndim != 1:
-            mv = _writable_view(mv)
-        target_codec = self._target_codec
-        if target_codec is not None and self._needs_recompression(mv, target_codec):
-            mv = self._recompress(mv, target_codec)
-        n = mv.nbytes
-        first_offset = next_offset = self._log_end_offset
-        max_ts = -1
-        offset_of_max = -1
-        record_count = 0
-        batches = 0
-        max_msg = cfg.max_message_bytes
-        client = origin == AppendOrigin.CLIENT
-        append_time = self._append_time
-        check_records = self._check_records
-        unpack_int32 = _unpack_int32
-        unpack_header = _unpack_header
-        pack = _pack_offset_length_epoch
-        pos = 0
-        while n - pos >= LOG_OVERHEAD:
-            if n - pos >= HEADER_SIZE:
-                h = unpack_header(mv, pos)
-                length = h[1]
-            else:
-                h = None
-                (length,) = unpack_int32(mv, pos + 8)
-            if length < MIN_BATCH_LENGTH:
-                self._bad_length(pos, length)
-            size = length + LOG_OVERHEAD
-            if size > n - pos or h is None:
-                break  # trailing incomplete batch: ignored, as Kafka does
-            if h[3] != 2 or size > max_msg:
-                self._bad_batch(pos, h[3], size, max_msg)
-            crc = crc32c(mv[pos + 21 : pos + size])
-            if crc != h[4]:
-                raise CorruptRecordError(
-                    f"Record batch is corrupt (stored crc = {h[4]}, computed crc = {crc})"
+        with self._lock:  # inline rather than @_locked: this is the hot path
+            if now_ms is None:
+                now_ms = self._time_ms()
+            cfg = self._config
+            mv = memoryview(buf)
+            if mv.readonly or mv.format != "B" or mv.ndim != 1:
+                mv = _writable_view(mv)
+            target_codec = self._target_codec
+            if target_codec is not None and _v.needs_recompression(mv, target_codec):
+                mv = _v.recompress(self.name, self._config, mv, target_codec)
+            n = mv.nbytes
+            first_offset = next_offset = self._log_end_offset
+            max_ts = -1
+            offset_of_max = -1
+            record_count = 0
+            batches = 0
+            max_msg = cfg.max_message_bytes
+            client = origin == AppendOrigin.CLIENT
+            append_time = self._append_time
+            check_records = self._decode_on_append
+            unpack_int32 = _unpack_int32
+            unpack_header = _unpack_header
+            pack = _pack_offset_length_epoch
+            pos = 0
+            while n - pos >= LOG_OVERHEAD:
+                if n - pos >= HEADER_SIZE:
+                    h = unpack_header(mv, pos)
+                    length = h[1]
+                else:
+                    h = None
+                    (length,) = unpack_int32(mv, pos + 8)
+                if length < MIN_BATCH_LENGTH:
+                    _v.bad_length(self.name, pos, length)
+                size = length + LOG_OVERHEAD
+                if size > n - pos or h is None:
+                    break  # trailing incomplete batch: ignored, as Kafka does
+                if h[3] != 2 or size > max_msg:
+                    _v.bad_batch(self.name, h[3], size, max_msg)
+                crc = crc32c(mv[pos + 21 : pos + size])
+                if crc != h[4]:
+                    raise CorruptRecordError(
+                        f"Record batch is corrupt (stored crc = {h[4]}, computed crc = {crc})"
+                    )
+                lod = h[6]
+                count = h[12]
+                if client:
+                    if (
+                        h[0] != 0
+                        or lod + 1 != count
+                        or count <= 0
+                        or h[5] & CONTROL_MASK
+                        or (h[9] >= 0 and h[11] < 0)
+                    ):
+                        _v.check_client_batch(self.name, h, lod, count)
+                elif lod < 0 or count < 0 or count > lod + 1:
+                    raise CorruptRecordError(
+                        f"Record batch in the append to {self.name} has record count {count} "
+                        f"inconsistent with last offset delta {lod}"
+                    )
+                if check_records:
+                    _v.check_records(self.name, self._config, mv, pos, size, now_ms)
+                pack(mv, pos, next_offset, length, leader_epoch)
+                last = next_offset + lod
+                if append_time:
+                    set_max_timestamp_and_type(mv, pos, now_ms)
+                elif h[8] > max_ts:
+                    max_ts = h[8]
+                    offset_of_max = last
+                record_count += count
+                batches += 1
+                next_offset = last + 1
+                pos += size
+            if batches == 0:
+                return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0, 0)
+            if pos > cfg.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"The size of the record batch ({pos}) exceeds the maximum configured segment "
+                    f"size of {cfg.segment_bytes}."
                 )
-            lod = h[6]
-            count = h[12]
-            if client:
-                if (
-                    h[0] != 0
-                    or lod + 1 != count
-                    or count <= 0
-                    or h[5] & CONTROL_MASK
-                    or (h[9] >= 0 and h[11] < 0)
-                ):
-                    self._check_client_batch(h, lod, count)
-            elif lod < 0 or count < 0 or count > lod + 1:
-                raise CorruptRecordError(
-                    f"Record batch in the append to {self.name} has record count {count} "
-                    f"inconsistent with last offset delta {lod}"
-                )
-            if check_records:
-                self._check_records(mv, pos, size, now_ms)
-            pack(mv, pos, next_offset, length, leader_epoch)
-            last = next_offset + lod
             if append_time:
-                set_max_timestamp_and_type(mv, pos, now_ms)
-            elif h[8] > max_ts:
-                max_ts = h[8]
-                offset_of_max = last
-            record_count += count
-            batches += 1
-            next_offset = last + 1
-            pos += size
-        if batches == 0:
-            return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0, 0)
-        if pos > cfg.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"The size of the record batch ({pos}) exceeds the maximum configured segment "
-                f"size of {cfg.segment_bytes}."
+                max_ts = now_ms
+                offset_of_max = first_offset
+            last_offset = next_offset - 1
+            seg = self._segments[-1]
+            if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
+                seg = self._roll_for_append(seg, first_offset)
+            seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+            self._log_end_offset = next_offset
+            if leader_epoch != self._last_assigned_epoch:
+                self._assign_epoch(leader_epoch, first_offset)
+            return LogAppendInfo(
+                first_offset,
+                last_offset,
+                max_ts,
+                offset_of_max,
+                now_ms if append_time else -1,
+                self.log_start_offset,
+                record_count,
+                pos,
+                batches,
             )
-        if append_time:
-            max_ts = now_ms
-            offset_of_max = first_offset
-        last_offset = next_offset - 1
-        seg = self._segments[-1]
-        if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
-            seg = self._roll_for_append(seg, first_offset)
-        seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
-        self._log_end_offset = next_offset
-        if leader_epoch != self._last_assigned_epoch:
-            self._assign_epoch(leader_epoch, first_offset)
-        return LogAppendInfo(
-            first_offset,
-            last_offset,
-            max_ts,
-            offset_of_max,
-            now_ms if append_time else -1,
-            self.log_start_offset,
-            record_count,
-            pos,
-            batches,
-        )
-
-    def _bad_length(self, pos: int, length: int) -> None:
-        raise CorruptRecordError(
-            f"Record batch at position {pos} in the append to {self.name} has size "
-            f"{length + LOG_OVERHEAD}, smaller than the minimum {MIN_BATCH_LENGTH + LOG_OVERHEAD}"
-        )
-
-    def _bad_batch(self, pos: int, magic: int, size: int, max_msg: int) -> None:
-        if magic != 2:
-            if magic in (0, 1):
-                raise InvalidRecordError(
-                    f"Record batch with magic {magic} in the append to {self.name}: only magic 2 "
-                    "is supported"
-                )
-            raise CorruptRecordError(f"Invalid magic found in record: {magic}")
-        raise RecordTooLargeError(
-            f"The record batch size in the append to {self.name} is {size} bytes which exceeds "
-            f"the maximum configured value of {max_msg}."
-        )
 
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
         cache = self.leader_epoch_cache
@@ -513,129 +523,7 @@ class Log:
             cache.assign(leader_epoch, start_offset)
         self._last_assigned_epoch = leader_epoch
 
-    def _check_client_batch(self, h: tuple[int, ...], lod: int, count: int) -> None:
-        """Kafka's LogValidator.validateBatch and the base-offset check, for client batches."""
-        if h[0] != 0:
-            raise InvalidRecordError(
-                f"The baseOffset of the record batch in the append to {self.name} should be 0, "
-                f"but it is {h[0]}"
-            )
-        if lod < 0:
-            raise InvalidRecordError(
-                f"Batch has an invalid offset range: [{h[0]}, {h[0] + lod}] in topic partition "
-                f"{self.name}"
-            )
-        if count <= 0:
-            raise InvalidRecordError(
-                f"Invalid reported count for record batch: {count} in topic partition {self.name}"
-            )
-        if lod + 1 != count:
-            raise InvalidRecordError(
-                f"Inconsistent batch offset range [{h[0]}, {h[0] + lod}] and count of records "
-                f"{count} in topic partition {self.name}"
-            )
-        if h[5] & CONTROL_MASK:
-            raise InvalidRecordError(
-                f"Clients are not allowed to write control records in topic partition {self.name}"
-            )
-        if h[9] >= 0 and h[11] < 0:
-            raise InvalidRecordError(
-                f"Invalid sequence number {h[11]} in record batch with producerId {h[9]} in "
-                f"topic partition {self.name}"
-            )
-
-    def _check_records(self, mv: memoryview, pos: int, size: int, now_ms: int) -> None:
-        """Per-record checks that need decoding: keys on compacted topics, timestamp bounds."""
-        cfg = self.config
-        try:
-            h, records = decode_records(mv[pos : pos + size], check_crc=False)
-        except RecordsError as e:
-            raise CorruptRecordError(f"Record batch in the append to {self.name} is corrupt: {e}") from None
-        if cfg.compact and not h.is_control:
-            for r in records:
-                if r.key is None:
-                    raise InvalidRecordError(
-                        f"Compacted topic cannot accept message without key in topic partition "
-                        f"{self.name}."
-                    )
-        if cfg.log_append_time or h.attributes & TIMESTAMP_TYPE_MASK:
-            return
-        before = cfg.timestamp_before_max_ms
-        after = cfg.timestamp_after_max_ms
-        for r in records:
-            ts = r.timestamp
-            if ts is None or ts == -1:
-                continue
-            if now_ms - ts > before:
-                raise InvalidTimestampError(
-                    f"Timestamp {ts} of message with offset {r.offset_delta} is out of range. The "
-                    f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
-                )
-            if ts - now_ms > after:
-                raise InvalidTimestampError(
-                    f"Timestamp {ts} of message with offset {r.offset_delta} is out of range. The "
-                    f"timestamp should be within [{now_ms - before}, {now_ms + after}]"
-                )
-
-    @staticmethod
-    def _needs_recompression(mv: memoryview, codec: int) -> bool:
-        n = mv.nbytes
-        pos = 0
-        while n - pos >= 61:
-            (length,) = _unpack_int32(mv, pos + 8)
-            if length < MIN_BATCH_LENGTH or length + LOG_OVERHEAD > n - pos:
-                return False  # let the main loop report or ignore it
-            attrs = mv[pos + 22]
-            if attrs & 0x07 != codec and not attrs & CONTROL_MASK:
-                return True
-            pos += length + LOG_OVERHEAD
-        return False
-
-    def _recompress(self, mv: memoryview, codec: int) -> memoryview:
-        """Re-encode every batch with ``codec`` (compression.type names one): Kafka's
-        recompression path. Slow (decodes records); only used when the codecs differ."""
-        cfg = self.config
-        level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}
-        lvl = level.get(codec)
-        out = bytearray()
-        n = mv.nbytes
-        pos = 0
-        while n - pos >= LOG_OVERHEAD:
-            (length,) = _unpack_int32(mv, pos + 8)
-            size = length + LOG_OVERHEAD
-            if length < MIN_BATCH_LENGTH or size > n - pos:
-                break
-            if size > cfg.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"The record batch size in the append to {self.name} is {size} bytes which "
-                    f"exceeds the maximum configured value of {cfg.max_message_bytes}."
-                )
-            try:
-                h, records = decode_records(mv[pos : pos + size], check_crc=True)
-            except RecordsError as e:
-                raise CorruptRecordError(f"Record batch in the append to {self.name} is corrupt: {e}") from None
-            if h.is_control or h.compression == codec:
-                out += mv[pos : pos + size]
-            else:
-                out += build_batch(
-                    records,
-                    base_offset=h.base_offset,
-                    compression=codec,
-                    base_timestamp=h.base_timestamp,
-                    producer_id=h.producer_id,
-                    producer_epoch=h.producer_epoch,
-                    base_sequence=h.base_sequence,
-                    partition_leader_epoch=h.partition_leader_epoch,
-                    is_transactional=h.is_transactional,
-                    timestamp_type=h.timestamp_type,
-                    max_timestamp=h.max_timestamp,
-                    last_offset_delta=h.last_offset_delta,
-                    has_delete_horizon=h.has_delete_horizon,
-                    compression_level=None if lvl is None or lvl == -1 else lvl,
-                )
-            pos += size
-        return memoryview(out)
-
+    @_locked
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication). Checks length,
         magic, CRC and that offsets increase and start at or after the log end offset; no size
@@ -765,10 +653,15 @@ class Log:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one
         gets its final time-index entry and is trimmed. Returns the new segment. Its data is
         flushed later (see :meth:`flush_due`)."""
+        with self._lock:
+            return self._roll(expected_next_offset)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
-        active = self._segments[-1]
-        i = self._floor_index(new_offset)
-        if i >= 0 and self._bases[i] == new_offset:
+        segs, bases = self._view
+        active = segs[-1]
+        i = self._floor(bases, new_offset)
+        if i >= 0 and bases[i] == new_offset:
             if active.base_offset == new_offset and active.size == 0:
                 log.warning(
                     "Trying to roll a new log segment of %s with start offset %d =max(provided "
@@ -787,7 +680,7 @@ class Log:
                     f"Trying to roll a new log segment for topic partition {self.name} with start "
                     f"offset {new_offset} =max(provided offset = {expected_next_offset}, LEO = "
                     f"{self._log_end_offset}) while it already exists. Existing segment is "
-                    f"{self._segments[i]!r}."
+                    f"{segs[i]!r}."
                 )
         elif new_offset < active.base_offset:
             raise StorageError(
@@ -813,9 +706,7 @@ class Log:
             time_ms=self._time_ms,
             roll_jitter_ms=self.config.random_segment_jitter(self._rng),
         )
-        self._segments.append(seg)
-        self._bases.append(new_offset)
-        self._upper_cache = None
+        self._set_segments([*self._view[0], seg])
         if self._pending_roll_flush is None or new_offset > self._pending_roll_flush:
             self._pending_roll_flush = new_offset
         log.info("Rolled new log segment of %s at offset %d", self.name, new_offset)
@@ -854,10 +745,8 @@ class Log:
                 return FetchDataInfo(self.log_end_offset_metadata, EMPTY_RECORDS)
             return FetchDataInfo(LogOffsetMetadata(start_offset), EMPTY_RECORDS)
         upper_base, upper_pos = self._position_of(upper)
-        segs = self._segments
-        i = self._floor_index(start_offset)
-        if i < 0:
-            i = 0
+        segs, bases = self._view
+        i = max(0, self._floor(bases, start_offset))
         while i < len(segs):
             seg = segs[i]
             base = seg.base_offset
@@ -882,7 +771,8 @@ class Log:
         cached = self._upper_cache
         if cached is not None and cached[0] == offset:
             return cached[1], cached[2]
-        seg = self._segments[max(0, self._floor_index(offset))]
+        segs, bases = self._view
+        seg = segs[max(0, self._floor(bases, offset))]
         mapping = seg.translate_offset(offset)
         pos = mapping.position if mapping is not None else seg.size
         self._upper_cache = (offset, seg.base_offset, pos)
@@ -937,8 +827,9 @@ class Log:
         """(producer id, first offset) of aborted transactions overlapping [start, upper), from
         the segments' transaction indexes."""
         out: list[tuple[int, int]] = []
-        i = max(0, self._floor_index(start_offset))
-        for seg in self._segments[i:]:
+        segs, bases = self._view
+        i = max(0, self._floor(bases, start_offset))
+        for seg in segs[i:]:
             res = seg.collect_aborted_txns(start_offset, upper_bound_offset)
             out.extend((t.producer_id, t.first_offset) for t in res.aborted_transactions)
             if res.is_complete:
@@ -947,6 +838,7 @@ class Log:
 
     # -- truncation ----------------------------------------------------------------------------
 
+    @_locked
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch at or after ``target_offset`` (a batch boundary, e.g. from
         OffsetForLeaderEpoch). Returns False when there was nothing to remove."""
@@ -979,6 +871,7 @@ class Log:
             self._high_watermark = self._log_end_offset
         return True
 
+    @_locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Remove every segment and start an empty log at ``new_offset`` (log start, high
         watermark and log end all become new_offset; the epoch cache is cleared)."""
@@ -992,8 +885,7 @@ class Log:
             time_ms=self._time_ms,
             roll_jitter_ms=self.config.random_segment_jitter(self._rng),
         )
-        self._segments.append(seg)
-        self._bases.append(new_offset)
+        self._set_segments([seg])
         self._set_log_end_offset(new_offset)
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.clear_and_flush()
@@ -1014,6 +906,7 @@ class Log:
 
     # -- retention -----------------------------------------------------------------------------
 
+    @_locked
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: remove segments past retention.ms (by their largest timestamp), beyond
         retention.bytes, or wholly below the log start offset -- only segments entirely below
@@ -1114,10 +1007,7 @@ class Log:
         if not segs:
             return
         doomed = {id(s) for s in segs}
-        keep = [s for s in self._segments if id(s) not in doomed]
-        self._segments[:] = keep
-        self._bases[:] = [s.base_offset for s in keep]
-        self._upper_cache = None
+        self._set_segments([s for s in self._view[0] if id(s) not in doomed])
         due = now + self.config.file_delete_delay_ms
         for seg in segs:
             seg.rename_to_deleted()
@@ -1137,6 +1027,7 @@ class Log:
         log.info("Incremented log start offset of %s to %d due to %s", self.name, new_start, reason)
         return True
 
+    @_locked
     def maybe_increment_log_start_offset(self, new_start: int, reason: str = "client delete records") -> bool:
         """DeleteRecords: move the log start offset up to ``new_start`` (<= high watermark, else
         OffsetOutOfRangeError). Segments wholly below it go at the next
@@ -1157,10 +1048,11 @@ class Log:
         """Remove the files of segments deleted at least file.delete.delay.ms ago; returns how
         many segments were removed."""
         now = self._time_ms() if now_ms is None else now_ms
-        due = [seg for t, seg in self._pending_deletes if t <= now]
-        if not due:
-            return 0
-        self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now]
+        with self._lock:  # only the bookkeeping: the unlinks need no lock
+            due = [seg for t, seg in self._pending_deletes if t <= now]
+            if not due:
+                return 0
+            self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now]
         for seg in due:
             seg.delete()
             log.info("Deleted log segment files of %s at offset %d", self.name, seg.base_offset)
@@ -1198,9 +1090,8 @@ class Log:
             truncations = self._truncations
         if target <= start:
             return
-        segs = list(self._segments)
-        bases = [s.base_offset for s in segs]
-        i = max(0, bisect.bisect_right(bases, start) - 1)
+        segs, bases = self._view
+        i = max(0, self._floor(bases, start))
         for seg in segs[i:]:
             if seg.base_offset >= target:
                 break
@@ -1221,13 +1112,15 @@ class Log:
             return
         if flush:
             self.flush()
-        self._closed = True
-        for seg in self._segments:
-            seg.close()
-        for _due, seg in self._pending_deletes:
-            seg.close_handlers()
-        self._pending_deletes.clear()
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+            for _due, seg in self._pending_deletes:
+                seg.close_handlers()
+            self._pending_deletes.clear()
 
+    @_locked
     def delete(self) -> None:
         """Close and remove the whole partition directory (topic deletion)."""
         self._closed = True
@@ -1236,8 +1129,7 @@ class Log:
         for _due, seg in self._pending_deletes:
             seg.close_handlers()
         self._pending_deletes.clear()
-        self._segments.clear()
-        self._bases.clear()
+        self._set_segments([])
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:

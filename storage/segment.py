@@ -23,8 +23,8 @@ Invariants:
 * Every ``index.interval.bytes`` of appended data adds one offset-index entry (last offset of
   the append -> position where the append starts) and maybe one time-index entry (running max
   timestamp -> its offset), exactly as Kafka's ``LogSegment.append``.
-* Indexes are opened lazily (Kafka's ``LazyIndex``): a loaded segment that is never searched
-  never maps its index files.
+* Indexes of loaded segments are opened lazily (Kafka's ``LazyIndex``): a segment that is
+  never searched never maps its index files. A new segment creates both at once.
 
 Who may call: the partition's Log only, from the task that owns it (the event loop), one call
 at a time. The exception is :meth:`flush`, which may run in an executor thread concurrently with
@@ -190,6 +190,9 @@ class LogSegment:
         self._rolling_ts: int | None = None  # first batch's max timestamp, once known
         self._bytes_since_last_index_entry = 0
         self.created = time_ms()
+        if not file_already_exists:  # a new segment is about to be appended to: map now
+            self.offset_index  # noqa: B018
+            self.time_index  # noqa: B018
 
     @classmethod
     def open(
@@ -415,8 +418,8 @@ class LogSegment:
             self._max_ts = max_ts = largest_timestamp
             self._offset_of_max_ts = offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, pos)
-            self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
+            (self._offset_index or self.offset_index).append(largest_offset, pos)
+            (self._time_index or self.time_index).maybe_append(max_ts, self._offset_of_max_ts)
             self._bytes_since_last_index_entry = n
         else:
             self._bytes_since_last_index_entry += n

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import struct
 import time
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport subclasses
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # as Kafka's SocketServer: a response's last segment must not wait for a delayed ACK
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)

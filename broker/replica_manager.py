@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.delayed_fetch import DelayedFetch
+from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.purgatory import DelayedOperationPurgatory
 from controller.metadata import PartitionState, TopicState
@@ -108,6 +109,7 @@ class ReplicaManager:
         self.topic_defaults = server.config.topic_defaults()
         self.fetch_sessions = FetchSessionCache()
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
 
     @property
     def log_manager(self) -> Any:
@@ -120,11 +122,13 @@ class ReplicaManager:
 
     async def startup(self) -> None:
         self.fetch_purgatory.start()
+        self.produce_purgatory.start()
         for topic in list(self.image.topics.values()):
             self._host_topic(topic)
 
     async def shutdown(self) -> None:
         await self.fetch_purgatory.shutdown()
+        await self.produce_purgatory.shutdown()
         self.partitions.clear()
 
     # -- metadata changes ---------------------------------------------------------------------
@@ -174,7 +178,11 @@ class ReplicaManager:
     # -- produce ----------------------------------------------------------------------------------
 
     async def append_records(
-        self, entries: list[tuple[TopicPartition, Any]], required_acks: int, internal: bool = False
+        self,
+        entries: list[tuple[TopicPartition, Any]],
+        required_acks: int,
+        internal: bool = False,
+        timeout_ms: int = 30000,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches as leader (errors are per partition). When a log's
         flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the
@@ -182,6 +190,7 @@ class ReplicaManager:
         now_ms = int(time.time() * 1000)
         results: dict[TopicPartition, ProduceResult] = {}
         due: list[tuple[Any, int]] = []
+        required: dict[TopicPartition, int] = {}
         for tp, records in entries:
             try:
                 if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
@@ -197,6 +206,7 @@ class ReplicaManager:
                     log_append_time=info.log_append_time,
                     log_start_offset=p.log.log_start_offset,
                 )
+                required[tp] = info.last_offset + 1
                 self.fetch_purgatory.check_and_complete(tp)
                 flush_at = p.log.flush_due(now_ms)
                 if flush_at is not None:
@@ -206,7 +216,15 @@ class ReplicaManager:
         if due:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
+        if required_acks == -1 and required:
+            op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark)
+            self.produce_purgatory.try_complete_else_watch(op, list(required))
+            return await op.future
         return results
+
+    def _leader_high_watermark(self, tp: TopicPartition) -> int | None:
+        p = self.partitions.get(tp)
+        return p.high_watermark if p is not None and p.is_leader else None
 
     # -- fetch ------------------------------------------------------------------------------------
 

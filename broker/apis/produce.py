@@ -8,8 +8,8 @@
   rewrites base offsets in place and appends (see storage.log). Errors are per partition:
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, INVALID_RECORD,
   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, NOT_ENOUGH_REPLICAS, and the idempotence errors.
-* acks=-1 completes when every ISR member has the data; with one node that is right after the
-  append, so no DelayedProduce is parked.
+* acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
+  purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
         return _error_response(req, ErrorCode.INVALID_REQUIRED_ACKS)
     rm = ctx.server.replica_manager
     entries = [((t.name, p.index), p.records) for t in req.topic_data for p in t.partition_data]
-    results = await rm.append_records(entries, req.acks)
+    results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms)
     if req.acks == 0:
         return None
     responses = []

@@ -44,7 +44,7 @@ class BrokerProcess:
             "--log-dirs", str(self.log_dir),
         ]
         for o in self.overrides:
-            cmd += ["--override", o]
+            cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]
         self._started.clear()
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

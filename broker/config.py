@@ -52,7 +52,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("log.dir", "string", "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
     D("num.partitions", "int", 1, "Partitions of an auto-created topic.", _at_least(1), "[1,...]"),
     D("default.replication.factor", "int", 1, "Replication factor of auto-created topics.", _at_least(1), "[1,...]"),
-    D("auto.create.topics.enable", "bool", True, "Create a topic on Metadata/Produce for an unknown name."),
+    D("auto.create.topics.enable", "bool", True, "Create an unknown topic when a Metadata request asks for it (Produce never creates topics)."),
     D("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     D("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger ones close the connection.", _at_least(1), "[1,...]"),
     D("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long."),

@@ -8,6 +8,7 @@ On disk (Kafka's layout, byte for byte; see storage.segment and storage.index)::
         00000000000000000000.timeindex
         00000000000000012345.log         ... the last segment is the active one
         ...
+        00000000000000012345.snapshot    producer state as of that offset (storage.producer_state)
         leader-epoch-checkpoint          LeaderEpochFileCache (storage.leader_epoch)
 
 Invariants:
@@ -25,11 +26,21 @@ Invariants:
 * Segments leave the log by being renamed ``.deleted``; their files are removed
   ``file.delete.delay.ms`` later by :meth:`Log.delete_expired_files`, so file slices handed out by
   earlier reads stay readable meanwhile.
+* Producer state (Kafka's ``UnifiedLog`` + ``ProducerStateManager``): only batches with a
+  producer id touch it. A client batch is checked against it before anything is written -- a
+  retry of one of its producer's last 5 batches is answered with that batch's offsets and not
+  written; a sequence gap or a stale epoch raises the storage.producer_state errors. After every
+  append the state's map end offset is the log end offset. Snapshots are written at every roll
+  (the new segment's base offset), at close (the log end offset) and after loading or
+  truncating; snapshots below the log start offset are deleted when it moves. The last stable
+  offset is the first offset of the earliest undecided transaction, bounded by the high
+  watermark.
 
 Who may call, and threads: one asyncio task owns a Log and calls it on the event loop thread.
 Blocking work may be moved to an executor: :meth:`Log.flush` (fsync; it never waits for the
-log's lock, so appends go on meanwhile), :meth:`Log.delete_old_segments` and
-:meth:`Log.delete_expired_files` (retention; renames and unlinks). To make that safe, every method
+log's lock, so appends go on meanwhile), :meth:`Log.delete_old_segments`,
+:meth:`Log.delete_expired_files` (retention; renames and unlinks) and
+:meth:`Log.remove_expired_producers`. To make that safe, every method
 that changes segments or offsets holds the log's lock (uncontended on the append path), and the
 segment list is replaced, never mutated, so reads take one consistent snapshot of it without
 locking. Reads themselves stay on the loop. There are no threads, timers or asyncio inside
@@ -62,12 +73,16 @@ from protocol.records import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
+    BatchHeader,
+    RecordsError,
+    read_header,
     set_max_timestamp_and_type,
 )
 from storage import log_validator as _v
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
@@ -76,7 +91,15 @@ from storage.errors import (
 )
 from storage.file_records import EMPTY_RECORDS, FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch import LeaderEpochFileCache
-from storage.log_loader import load_log
+from storage.log_loader import load_log, rebuild_producer_state
+from storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    ProducerBatch,
+    ProducerStateAnalysis,
+    ProducerStateManager,
+    producer_batches,
+)
 from storage.segment import (
     LogSegment,
     log_file,
@@ -84,6 +107,7 @@ from storage.segment import (
     time_index_file,
     txn_index_file,
 )
+from storage.txn_index import AbortedTxn
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -109,17 +133,12 @@ _unpack_int32 = struct.Struct(">i").unpack_from
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into  # baseOffset, batchLength, epoch
 
 
-class AppendOrigin:
-    """Who appends (Kafka's AppendOrigin): client batches get the strictest checks."""
-
-    CLIENT = "client"
-    COORDINATOR = "coordinator"
-    REPLICATION = "replication"
-
-
 @dataclass(slots=True)
 class LogAppendInfo:
-    """The outcome of an append. Offsets are -1 when the buffer held no complete batch."""
+    """The outcome of an append. Offsets are -1 when the buffer held no complete batch. For a
+    retried idempotent batch that was not written again, first/last offset are those of the
+    original batch and log_append_time its timestamp (as Kafka answers); the other fields
+    describe the retry."""
 
     first_offset: int
     last_offset: int
@@ -158,6 +177,39 @@ def _locked(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def _producer_batches(
+    name: str, mv: memoryview, positions: list[int]
+) -> list[BatchHeader | ProducerBatch]:
+    """What the producer state needs of the batches at ``positions`` (offsets assigned): the
+    header, and for a control batch also its transaction marker (InvalidRecordError when that
+    is malformed, as Kafka's EndTransactionMarker.deserialize)."""
+    out: list[BatchHeader | ProducerBatch] = []
+    for pos in positions:
+        h = read_header(mv, pos)
+        if h.is_control:
+            try:
+                out.extend(producer_batches(mv[pos : pos + h.batch_length + LOG_OVERHEAD]))
+            except RecordsError as e:
+                raise InvalidRecordError(
+                    f"Invalid control batch at offset {h.base_offset} in the append to {name}: {e}"
+                ) from None
+        else:
+            out.append(h)
+    return out
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync ``path`` if it still exists (Kafka's ``Utils.flushFileIfExists``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _writable_view(buf: bytes | bytearray | memoryview) -> memoryview:
     mv = memoryview(buf)
     if mv.readonly:
@@ -183,6 +235,7 @@ class Log:
         time_ms: Callable[[], int],
         leader_epoch_cache: LeaderEpochFileCache | None,
         rng: random.Random,
+        producer_state: ProducerStateManager,
     ) -> None:
         self.dir = directory
         self.name = directory.name
@@ -206,6 +259,10 @@ class Log:
         self._truncations = 0  # bumped by every truncation; flush() checks it
         self._closed = False
         self._last_assigned_epoch: int | None = None  # skip the cache while the epoch is unchanged
+        self._producer_state = producer_state
+        self._first_unstable_offset: int | None = None  # Kafka's firstUnstableOffsetMetadata
+        self._unflushed_snapshots: list[tuple[int, Path]] = []  # written at roll, fsynced by flush
+        self._on_high_watermark_updated()
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -222,6 +279,7 @@ class Log:
         high_watermark: int | None = None,
         leader_epoch_cache: LeaderEpochFileCache | None = None,
         rng: random.Random | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Load (or create) the partition directory ``directory``.
 
@@ -229,7 +287,10 @@ class Log:
         segments from the recovery point on are recovered unless ``clean_shutdown``. ``now``
         returns wall-clock milliseconds (injectable for tests). ``high_watermark`` (from
         replication-offset-checkpoint) is clamped to [log start, log end]. Without a
-        ``leader_epoch_cache`` one backed by ``<dir>/leader-epoch-checkpoint`` is used.
+        ``leader_epoch_cache`` one backed by ``<dir>/leader-epoch-checkpoint`` is used. The
+        producer state is rebuilt from the ``.snapshot`` files and the log (see
+        storage.log_loader); idle producers are forgotten after ``producer_id_expiration_ms``
+        (producer.id.expiration.ms) by :meth:`remove_expired_producers`.
         Blocking; call at startup or from an executor.
         """
         d = Path(directory)
@@ -238,6 +299,9 @@ class Log:
         d.mkdir(parents=True, exist_ok=True)
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochFileCache.for_partition_dir(d, topic_partition=d.name)
+        producer_state = ProducerStateManager(
+            d, topic_partition=d.name, producer_id_expiration_ms=producer_id_expiration_ms
+        )
         loaded = load_log(
             d,
             config,
@@ -247,6 +311,7 @@ class Log:
             time_ms=time_ms,
             leader_epoch_cache=leader_epoch_cache,
             rng=rng,
+            producer_state=producer_state,
         )
         self = cls(
             d,
@@ -259,6 +324,7 @@ class Log:
             time_ms=time_ms,
             leader_epoch_cache=leader_epoch_cache,
             rng=rng,
+            producer_state=producer_state,
         )
         due = time_ms() + config.file_delete_delay_ms
         self._pending_deletes.extend((due, seg) for seg in loaded.to_delete)
@@ -316,6 +382,9 @@ class Log:
         if hw != self._high_watermark:
             self._high_watermark = hw
             self._upper_cache = None
+            if self._first_unstable_offset is not None:
+                with self._lock:
+                    self._on_high_watermark_updated()
         return hw
 
     def maybe_increment_high_watermark(self, hw: int) -> bool:
@@ -323,14 +392,44 @@ class Log:
         hw = min(hw, self._log_end_offset)
         if hw > self._high_watermark:
             self._high_watermark = hw
+            if self._first_unstable_offset is not None:
+                with self._lock:
+                    self._on_high_watermark_updated()
             return True
         return False
 
     @property
     def last_stable_offset(self) -> int:
-        """The last stable offset. Transactions are tracked by the producer state (not wired in
-        here yet), so it is the high watermark."""
-        return self._high_watermark
+        """The last stable offset (LSO): the first offset of the earliest transaction that is
+        undecided (or decided by a marker not yet below the high watermark), if that is below
+        the high watermark; else the high watermark (always so without transactions)."""
+        fuo = self._first_unstable_offset
+        hw = self._high_watermark
+        return fuo if fuo is not None and fuo < hw else hw
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Kafka's firstUnstableOffset (not below the log start offset), or None."""
+        return self._first_unstable_offset
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The partition's ProducerStateManager; only the log may change it (under its lock)."""
+        return self._producer_state
+
+    def _on_high_watermark_updated(self) -> None:
+        """Kafka's updateHighWatermarkMetadata tail: transactions whose marker is now below the
+        high watermark stop bounding the LSO. Call holding the lock (or before sharing)."""
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
+        self._update_first_unstable_offset()
+
+    def _update_first_unstable_offset(self) -> None:
+        """Kafka's maybeIncrementFirstUnstableOffset: cache the producer state's first unstable
+        offset, raised to the log start offset (its transaction start may have been deleted)."""
+        fuo = self._producer_state.first_unstable_offset()
+        if fuo is not None and fuo < self.log_start_offset:
+            fuo = self.log_start_offset
+        self._first_unstable_offset = fuo
 
     @property
     def recovery_point(self) -> int:
@@ -403,7 +502,7 @@ class Log:
         leader_epoch: int,
         now_ms: int | None = None,
         *,
-        origin: str = AppendOrigin.CLIENT,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate the batches in ``buf``, assign offsets from the log end offset and
         ``leader_epoch`` (rewriting the buffer in place; a read-only buffer is copied once),
@@ -414,6 +513,12 @@ class Log:
         idempotent batches. A trailing incomplete batch is ignored, as Kafka does. Raises a
         :mod:`storage.errors` exception (carrying the Kafka error) and appends nothing when a
         batch fails.
+
+        Batches with a producer id are then checked against the producer state (Kafka's
+        ``analyzeAndValidateProducerState``): a client retry of one of the producer's last 5
+        batches is not written and is answered with the original offsets (see LogAppendInfo);
+        OutOfOrderSequenceError (45), InvalidProducerEpochError (47), InvalidTxnStateError (48)
+        and TransactionCoordinatorFencedError (52) from storage.producer_state refuse the append.
         """
         with self._lock:  # inline rather than @_locked: this is the hot path
             if now_ms is None:
@@ -438,6 +543,7 @@ class Log:
             unpack_int32 = _unpack_int32
             unpack_header = _unpack_header
             pack = _pack_offset_length_epoch
+            pids: list[int] = []  # positions of the batches with a producer id
             pos = 0
             while n - pos >= LOG_OVERHEAD:
                 if n - pos >= HEADER_SIZE:
@@ -483,6 +589,8 @@ class Log:
                 elif h[8] > max_ts:
                     max_ts = h[8]
                     offset_of_max = last
+                if h[9] >= 0:
+                    pids.append(pos)
                 record_count += count
                 batches += 1
                 next_offset = last + 1
@@ -498,11 +606,40 @@ class Log:
                 max_ts = now_ms
                 offset_of_max = first_offset
             last_offset = next_offset - 1
+            analysis = None
+            if pids:
+                analysis = self._producer_state.analyze_and_validate(
+                    _producer_batches(self.name, mv, pids), origin
+                )
+                duplicate = analysis.duplicate
+                if duplicate is not None:
+                    log.debug(
+                        "Duplicate batch in the append to %s: answering with offsets [%d, %d] "
+                        "of the original",
+                        self.name,
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                    )
+                    return LogAppendInfo(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        max_ts,
+                        offset_of_max,
+                        duplicate.timestamp,
+                        self.log_start_offset,
+                        record_count,
+                        pos,
+                        batches,
+                    )
             seg = self._segments[-1]
             if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
                 seg = self._roll_for_append(seg, first_offset)
             seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
             self._log_end_offset = next_offset
+            if analysis is None:
+                self._producer_state.update_map_end_offset(next_offset)
+            else:
+                self._apply_producer_state(seg, analysis, next_offset)
             if leader_epoch != self._last_assigned_epoch:
                 self._assign_epoch(leader_epoch, first_offset)
             return LogAppendInfo(
@@ -517,6 +654,16 @@ class Log:
                 batches,
             )
 
+    def _apply_producer_state(
+        self, seg: LogSegment, analysis: ProducerStateAnalysis, next_offset: int
+    ) -> None:
+        """After writing batches with producer ids: commit their producer state, index the
+        aborted transactions they completed, move the first unstable offset."""
+        for txn, lso in self._producer_state.apply_append(analysis, next_offset):
+            if txn.is_aborted:
+                seg.txn_index.append(AbortedTxn.of(txn, lso))
+        self._update_first_unstable_offset()
+
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
         cache = self.leader_epoch_cache
         if cache is not None and leader_epoch >= 0:
@@ -527,7 +674,9 @@ class Log:
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication). Checks length,
         magic, CRC and that offsets increase and start at or after the log end offset; no size
-        limit (the leader accepted them). Leader epochs of the batches go to the epoch cache."""
+        limit (the leader accepted them). Leader epochs of the batches go to the epoch cache.
+        Batches with a producer id update the producer state without sequence or duplicate
+        checks (origin REPLICATION)."""
         mv = memoryview(buf)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")
@@ -541,6 +690,7 @@ class Log:
         batches = 0
         epochs: list[tuple[int, int]] = []
         lasts: list[int] = []
+        pids: list[int] = []
         pos = 0
         while n - pos >= LOG_OVERHEAD:
             (length,) = _unpack_int32(mv, pos + 8)
@@ -578,6 +728,8 @@ class Log:
                 offset_of_max = last
             if h[2] >= 0:
                 epochs.append((h[2], base))
+            if h[9] >= 0:
+                pids.append(pos)
             record_count += count
             batches += 1
             pos += size
@@ -601,10 +753,19 @@ class Log:
                 f"The size of the record batch ({pos}) exceeds the maximum configured segment "
                 f"size of {self.config.segment_bytes}."
             )
+        analysis = None
+        if pids:
+            analysis = self._producer_state.analyze_and_validate(
+                _producer_batches(self.name, mv, pids), AppendOrigin.REPLICATION
+            )
         now_ms = self._time_ms()
         seg = self._maybe_roll(pos, max_ts, first_offset, prev_last, now_ms)
         seg.append(prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos])
         self._log_end_offset = prev_last + 1
+        if analysis is None:
+            self._producer_state.update_map_end_offset(prev_last + 1)
+        else:
+            self._apply_producer_state(seg, analysis, prev_last + 1)
         cache = self.leader_epoch_cache
         self._last_assigned_epoch = None
         if cache is not None:
@@ -651,8 +812,9 @@ class Log:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one
-        gets its final time-index entry and is trimmed. Returns the new segment. Its data is
-        flushed later (see :meth:`flush_due`)."""
+        gets its final time-index entry and is trimmed, and the producer state is snapshotted at
+        the new base offset. Returns the new segment. Its data and the snapshot are fsynced
+        later (see :meth:`flush_due`)."""
         with self._lock:
             return self._roll(expected_next_offset)
 
@@ -707,8 +869,14 @@ class Log:
             roll_jitter_ms=self.config.random_segment_jitter(self._rng),
         )
         self._set_segments([*self._view[0], seg])
-        if self._pending_roll_flush is None or new_offset > self._pending_roll_flush:
-            self._pending_roll_flush = new_offset
+        # Kafka: a snapshot at the new base offset, so recovery can start from it and replay
+        # only this segment; no fsync under the lock -- flush() syncs it with the old segment.
+        snapshot = self._producer_state.take_snapshot(new_offset, sync=False)
+        with self._flush_lock:
+            if snapshot is not None:
+                self._unflushed_snapshots.append((new_offset, snapshot))
+            if self._pending_roll_flush is None or new_offset > self._pending_roll_flush:
+                self._pending_roll_flush = new_offset
         log.info("Rolled new log segment of %s at offset %d", self.name, new_offset)
         return seg
 
@@ -867,8 +1035,10 @@ class Log:
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(target_offset, self.log_start_offset)
+        self._rebuild_producer_state(target_offset)
         if self._high_watermark >= self._log_end_offset:
             self._high_watermark = self._log_end_offset
+        self._on_high_watermark_updated()
         return True
 
     @_locked
@@ -889,8 +1059,27 @@ class Log:
         self._set_log_end_offset(new_offset)
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.clear_and_flush()
+        self._producer_state.truncate_fully_and_start_at(new_offset)
         self.log_start_offset = new_offset
+        self._rebuild_producer_state(new_offset)
         self._high_watermark = new_offset
+        self._on_high_watermark_updated()
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        """After a truncation: producer state as of ``last_offset`` (Kafka's
+        rebuildProducerState: latest snapshot <= it, then a replay of the log)."""
+        with self._flush_lock:
+            self._unflushed_snapshots = [
+                (o, p) for o, p in self._unflushed_snapshots if o <= last_offset
+            ]
+        rebuild_producer_state(
+            self._producer_state,
+            self._segments,
+            self.log_start_offset,
+            last_offset,
+            self._time_ms(),
+            name=self.name,
+        )
 
     def _set_log_end_offset(self, offset: int) -> None:
         """After a truncation: new LEO; the recovery point and pending flush follow it down."""
@@ -1024,6 +1213,11 @@ class Log:
                 self._recovery_point = new_start
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_start(new_start)
+        # Snapshots below the log start offset can never be loaded again (loading and
+        # truncation drop those at or below it), so they go now.
+        self._producer_state.delete_snapshots_before(new_start)
+        self._producer_state.on_log_start_offset_incremented(new_start)
+        self._on_high_watermark_updated()
         log.info("Incremented log start offset of %s to %d due to %s", self.name, new_start, reason)
         return True
 
@@ -1058,6 +1252,16 @@ class Log:
             log.info("Deleted log segment files of %s at offset %d", self.name, seg.base_offset)
         return len(due)
 
+    # -- producer state ------------------------------------------------------------------------
+
+    @_locked
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """Forget producers idle for producer.id.expiration.ms with no ongoing transaction
+        (Kafka's PeriodicProducerExpirationCheck). A later retry from such a producer is no
+        longer recognised as a duplicate and any sequence is accepted from it."""
+        now = self._time_ms() if now_ms is None else now_ms
+        self._producer_state.remove_expired_producers(now)
+
     # -- flushing ------------------------------------------------------------------------------
 
     def flush_due(self, now_ms: int | None = None) -> int | None:
@@ -1088,6 +1292,13 @@ class Log:
         with self._flush_lock:
             start = self._recovery_point
             truncations = self._truncations
+            snapshots = [p for o, p in self._unflushed_snapshots if o <= target]
+            if snapshots:
+                self._unflushed_snapshots = [
+                    (o, p) for o, p in self._unflushed_snapshots if o > target
+                ]
+        for path in snapshots:
+            _fsync_file(path)
         if target <= start:
             return
         segs, bases = self._view
@@ -1106,13 +1317,16 @@ class Log:
     # -- closing -------------------------------------------------------------------------------
 
     def close(self, flush: bool = True) -> None:
-        """Flush (unless ``flush`` is False), then close every segment; segments waiting for
-        deletion keep their ``.deleted`` files, which the next load removes. Idempotent."""
+        """Flush (unless ``flush`` is False), snapshot the producer state at the log end offset
+        (so the next load needs no replay; fsynced unless ``flush`` is False), then close every
+        segment; segments waiting for deletion keep their ``.deleted`` files, which the next
+        load removes. Idempotent."""
         if self._closed:
             return
         if flush:
             self.flush()
         with self._lock:
+            self._producer_state.take_snapshot(sync=flush)
             self._closed = True
             for seg in self._segments:
                 seg.close()

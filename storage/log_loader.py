@@ -18,22 +18,32 @@ the names), in order:
 5. If the log end is below the log start offset checkpoint every segment is removed; an empty
    directory gets one empty segment at the log start offset. The active segment's indexes get
    their full preallocated size back.
+6. Producer state (``<offset>.snapshot`` files, see storage.producer_state), Kafka's
+   ``LogLoader.load`` + ``UnifiedLog.rebuildProducerState``: snapshots at no segment base are
+   removed (except the newest when it is past every base: the one written at clean shutdown),
+   then :func:`rebuild_producer_state` loads the newest snapshot <= the log end offset and
+   replays the batch headers (control batches: their marker) from there to the log end. After a
+   clean shutdown there is a snapshot at the log end offset and nothing is replayed.
 
-Who may call: Log.open only, before the Log is shared; blocking file I/O throughout.
+Who may call: Log.open only, before the Log is shared (and :func:`rebuild_producer_state` the
+Log, under its lock, after a truncation); blocking file I/O throughout.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol.records import NO_PRODUCER_ID, iter_batches, read_header
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.producer_state import ProducerBatch, ProducerStateManager, producer_batches
 from storage.segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -50,12 +60,13 @@ from storage.txn_index import CorruptIndexError
 if TYPE_CHECKING:
     from storage.leader_epoch import LeaderEpochFileCache
 
-__all__ = ["LoadedLog", "load_log"]
+__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
 
 log = logging.getLogger("odradek.storage.log")
 
 _LONG_MAX = 9223372036854775807
 _LONG_MIN = -9223372036854775808
+_REPLAY_CHUNK = 1 << 20  # bytes read at a time when replaying a segment into the producer state
 
 
 @dataclass
@@ -80,8 +91,10 @@ def load_log(
     time_ms: Callable[[], int],
     leader_epoch_cache: LeaderEpochFileCache | None,
     rng: random.Random,
+    producer_state: ProducerStateManager | None = None,
 ) -> LoadedLog:
-    """Load ``directory`` (created if missing); see the module docstring for the steps."""
+    """Load ``directory`` (created if missing); see the module docstring for the steps. With
+    ``producer_state`` (empty, on the same directory) the producer state is rebuilt too."""
     directory.mkdir(parents=True, exist_ok=True)
     name = directory.name
 
@@ -165,9 +178,23 @@ def load_log(
         if leader_epoch_cache is not None:
             leader_epoch_cache.truncate_from_end(next_offset)
             leader_epoch_cache.truncate_from_start(log_start_offset)
+        new_log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if producer_state is not None:
+            if not producer_state.is_empty:
+                raise StorageError("Producer state must be empty during log initialization")
+            producer_state.remove_stray_snapshots(s.base_offset for s in segments)
+            rebuild_producer_state(
+                producer_state,
+                segments,
+                new_log_start_offset,
+                next_offset,
+                time_ms(),
+                reload_from_clean_shutdown=clean_shutdown,
+                name=name,
+            )
         return LoadedLog(
             segments=segments,
-            log_start_offset=max(log_start_offset, segments[0].base_offset),
+            log_start_offset=new_log_start_offset,
             recovery_point=new_recovery_point,
             log_end_offset=next_offset,
             to_delete=to_delete,
@@ -303,3 +330,97 @@ def _rename_deleted(segs: list[LogSegment], to_delete: list[LogSegment]) -> None
     for seg in segs:
         seg.rename_to_deleted()
         to_delete.append(seg)
+
+
+def rebuild_producer_state(
+    producer_state: ProducerStateManager,
+    segments: Sequence[LogSegment],
+    log_start_offset: int,
+    last_offset: int,
+    now_ms: int,
+    *,
+    reload_from_clean_shutdown: bool = False,
+    name: str = "",
+) -> None:
+    """Bring ``producer_state`` to ``last_offset`` (Kafka's ``UnifiedLog.rebuildProducerState``):
+    drop snapshots outside (log start, last offset], reload from the newest one left and replay
+    the segments from its offset to ``last_offset``, then snapshot at ``last_offset``. Snapshots
+    are also taken at the bases of the last two segments when the replay passes them.
+
+    Kafka's two shortcuts are kept: with no snapshot at all after a clean shutdown (a log written
+    before producer state was persisted) nothing is replayed and empty snapshots are written; and
+    a state that was empty and already at or past ``last_offset`` (a truncation of a log no
+    producer id ever wrote to) is not replayed either.
+
+    Touches only ``producer_state`` and its snapshot files (Kafka: "free of side effects"), so
+    recovery and truncation can both use it. ``segments`` ascending by base offset."""
+    offsets_to_snapshot: list[int] = []
+    if segments:
+        if len(segments) > 1:
+            offsets_to_snapshot.append(segments[-2].base_offset)
+        offsets_to_snapshot.append(segments[-1].base_offset)
+    offsets_to_snapshot.append(last_offset)
+    log.info("Loading producer state of %s till offset %d", name, last_offset)
+    if producer_state.latest_snapshot_offset is None and reload_from_clean_shutdown:
+        for offset in offsets_to_snapshot:
+            producer_state.update_map_end_offset(offset)
+            producer_state.take_snapshot()
+        return
+    is_empty_before_truncation = (
+        producer_state.is_empty and producer_state.map_end_offset >= last_offset
+    )
+    producer_state.truncate_and_reload(log_start_offset, last_offset, now_ms)
+    if last_offset > producer_state.map_end_offset and not is_empty_before_truncation:
+        log.info(
+            "Reloading from producer snapshot and rebuilding producer state of %s from offset "
+            "%d to %d",
+            name,
+            producer_state.map_end_offset,
+            last_offset,
+        )
+        bases = [s.base_offset for s in segments]
+        last_index = bisect.bisect_right(bases, last_offset) - 1
+        first = max(0, bisect.bisect_right(bases, producer_state.map_end_offset) - 1)
+        end = bisect.bisect_left(bases, last_offset)
+        for i in range(first, end):
+            seg = segments[i]
+            start = max(seg.base_offset, producer_state.map_end_offset, log_start_offset)
+            producer_state.update_map_end_offset(start)
+            if seg.base_offset in offsets_to_snapshot:
+                producer_state.take_snapshot()
+            max_position = seg.size
+            if i == last_index:
+                found = seg.translate_offset(last_offset)
+                if found is not None:
+                    max_position = found.position
+            producer_state.rebuild_from_batches(
+                _segment_producer_batches(seg, start, max_position)
+            )
+    producer_state.update_map_end_offset(last_offset)
+    producer_state.take_snapshot()
+
+
+def _segment_producer_batches(
+    seg: LogSegment, start_offset: int, max_position: int
+) -> Iterator[ProducerBatch]:
+    """The batches with a producer id in ``seg`` from the one holding ``start_offset`` up to byte
+    ``max_position``: headers only, plus the marker of control batches. Reads at most about
+    1 MiB at a time (or one whole larger batch)."""
+    offset = start_offset
+    while True:
+        info = seg.read(offset, _REPLAY_CHUNK, max_position, min_one_message=True)
+        if info is None:
+            return
+        data = info.records.read()
+        next_offset = None
+        for pos, size in iter_batches(data):
+            h = read_header(data, pos)
+            next_offset = h.base_offset + h.last_offset_delta + 1
+            if h.producer_id > NO_PRODUCER_ID:
+                if h.is_control:
+                    yield from producer_batches(memoryview(data)[pos : pos + size])
+                else:
+                    yield ProducerBatch.from_header(h)
+        if next_offset is None:
+            return
+        offset = next_offset

@@ -43,6 +43,7 @@ from storage.checkpoints import (
 )
 from storage.config import LogConfig
 from storage.log import Log
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("odradek.storage.log_manager")
 
@@ -61,10 +62,17 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], broker_id: int, default_config: LogConfig) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        broker_id: int,
+        default_config: LogConfig,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.broker_id = broker_id
         self.default_config = default_config
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.logs: dict[TopicPartition, Log] = {}
         self.log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
@@ -76,7 +84,7 @@ class LogManager:
     def open(cls, config: Any) -> LogManager:
         """Lock and load every log dir of a KafkaConfig (blocking)."""
         defaults = LogConfig.from_props(config.topic_defaults())
-        manager = cls(config.log_dirs, config.broker_id, defaults)
+        manager = cls(config.log_dirs, config.broker_id, defaults, config["producer.id.expiration.ms"])
         manager.startup()
         return manager
 
@@ -141,6 +149,7 @@ class LogManager:
                 log_start_offset=start_offsets.get(tp),
                 clean_shutdown=clean,
                 high_watermark=high_watermarks.get(tp),
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             self.log_dir_of[tp] = d
             now = time.monotonic()
@@ -166,7 +175,14 @@ class LogManager:
         path = d / f"{topic}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
         PartitionMetadataFile(PartitionMetadataFile.new_file(path)).write(topic_id)
-        new = Log.open(path, config, recovery_point=0, log_start_offset=0, clean_shutdown=True)
+        new = Log.open(
+            path,
+            config,
+            recovery_point=0,
+            log_start_offset=0,
+            clean_shutdown=True,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )
         self.logs[tp] = new
         self.log_dir_of[tp] = d
         return new
@@ -192,12 +208,15 @@ class LogManager:
     # -- periodic work (blocking: run in an executor) ------------------------------------------------
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """Retention for every log, and removal of expired `.deleted` files."""
+        """Retention for every log, removal of expired `.deleted` files, and expiry of producer
+        ids idle for producer.id.expiration.ms (Kafka runs that every 10 minutes; here it runs
+        with retention, every log.retention.check.interval.ms)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         deleted = 0
         for _, lg in self:
             deleted += lg.delete_old_segments(now_ms)
             lg.delete_expired_files(now_ms)
+            lg.remove_expired_producers(now_ms)
         return deleted
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
@@ -232,7 +251,8 @@ class LogManager:
     # -- shutdown -------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log (closing snapshots its producer state at the log end
+        offset), write the checkpoints and the clean-shutdown marker."""
         for _, lg in self:
             lg.flush()
         self.checkpoint_recovery_points()

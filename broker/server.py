@@ -2,7 +2,8 @@
 
 Startup loads the log dirs (recovering after an unclean shutdown), opens the metadata store (the
 embedded single-node controller unless `zookeeper.connect` is set), creates the ReplicaManager,
-and only then opens the listeners, so no client sees a half-loaded broker. Shutdown runs in the
+then the GroupCoordinator (which reloads groups and offsets from `__consumer_offsets`), and only
+then opens the listeners, so no client sees a half-loaded broker. Shutdown runs in the
 reverse order: stop accepting, let in-flight requests finish (bounded), close connections, then
 flush and checkpoint every log and write the clean-shutdown marker.
 """
@@ -19,6 +20,7 @@ import structlog
 
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig
+from broker.group import GroupCoordinator
 from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
 from storage.log_manager import LogManager
@@ -41,10 +43,13 @@ class BrokerServer:
         self.log_manager: LogManager | None = None
         self.controller: EmbeddedController | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def startup(self) -> None:
+    async def start_components(self) -> None:
+        """Everything but the listeners: logs, metadata, ReplicaManager, GroupCoordinator (which
+        reloads `__consumer_offsets`). Unit tests drive a broker this far without sockets."""
         load_all()
         cfg = self.config
         if cfg["zookeeper.connect"]:
@@ -59,6 +64,13 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(self)
         self.controller.listeners.append(self.replica_manager.on_metadata_change)
         await self.replica_manager.startup()
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.startup()  # loads __consumer_offsets before clients connect
+
+    async def startup(self) -> None:
+        await self.start_components()
+        cfg = self.config
+        loop = asyncio.get_running_loop()
         from broker.network import KafkaConnection
 
         for listener in cfg.listeners:
@@ -100,6 +112,8 @@ class BrokerServer:
         log.info("shutting down")
         for server in self.servers:
             server.close()
+        if self.group_coordinator is not None:
+            self.group_coordinator.fail_pending_requests()  # parked joins would hold up draining
         pending = [f for c in list(self.connections) for f in c.pending]
         if pending:
             with contextlib.suppress(asyncio.TimeoutError):
@@ -110,6 +124,8 @@ class BrokerServer:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.group_coordinator is not None:
+            await self.group_coordinator.shutdown()
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()
         if self.log_manager is not None:

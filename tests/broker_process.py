@@ -31,6 +31,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._started = threading.Event()
+        self._new_line = threading.Condition()
         self._reader: threading.Thread | None = None
 
     @property
@@ -60,10 +61,26 @@ class BrokerProcess:
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
-            self.lines.append(line.rstrip("\n"))
+            with self._new_line:
+                self.lines.append(line.rstrip("\n"))
+                self._new_line.notify_all()
             if "event='broker started'" in line:
                 self._started.set()
         self._started.set()  # process ended: unblock start()
+
+    def wait_for_line(self, text: str, timeout: float = 30.0) -> str:
+        """Block until a log line containing `text` has been printed (woken by each new line);
+        returns the line, or raises TimeoutError."""
+        found: list[str] = []
+
+        def seen() -> bool:
+            found[:] = [line for line in self.lines if text in line][:1]
+            return bool(found)
+
+        with self._new_line:
+            if not self._new_line.wait_for(seen, timeout):
+                raise TimeoutError(f"no log line containing {text!r} within {timeout}s")
+        return found[0]
 
     def log_text(self) -> str:
         return "\n".join(self.lines)

@@ -1,0 +1,57 @@
+"""FindCoordinator (key 10), versions 0-4.
+
+* key_type 0 (group): the coordinator is the leader of the group's `__consumer_offsets`
+  partition, abs(javaHash(group)) % partitions; the topic is created on first use (compacted,
+  `offsets.topic.num.partitions` partitions). On one node that is this broker.
+* key_type 1 (transaction): no transaction coordinator yet: COORDINATOR_NOT_AVAILABLE.
+* Other key types: INVALID_REQUEST. v0 has no key_type (always group).
+* v1+ carry an error message (Kafka sends the error's message, "NONE" on success); v4 batches keys
+  in `coordinator_keys` and answers per key in `coordinators`.
+"""
+
+from __future__ import annotations
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from protocol.errors import ErrorCode, error_info
+from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from protocol.messages.find_coordinator_response import Coordinator
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
+    if key_type == 1:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if key_type != 0:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    gc = ctx.server.group_coordinator
+    if not key:
+        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    if not gc.ensure_offsets_topic():
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    topic = ctx.server.controller.image.topics[gc._topic.name]
+    leader = topic.partitions[gc.partition_for(key)].leader
+    node = ctx.server.controller.image.brokers.get(leader)
+    if node is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, node.broker_id, node.host, node.port
+
+
+def _message(code: int) -> str:
+    return "NONE" if code == 0 else error_info(code).message
+
+
+@api(10, 0, 4)
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if ctx.version >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            code, node_id, host, port = _lookup(ctx, key, req.key_type)
+            coordinators.append(
+                Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=_message(code))
+            )
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    key_type = req.key_type if ctx.version >= 1 else 0
+    code, node_id, host, port = _lookup(ctx, req.key, key_type)
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=code, error_message=_message(code), node_id=node_id, host=host, port=port
+    )

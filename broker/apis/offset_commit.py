@@ -1,0 +1,69 @@
+"""OffsetCommit (key 8), versions 2-9 (see NOTES.md).
+
+* A group member commits with its member id and generation: UNKNOWN_MEMBER_ID,
+  ILLEGAL_GENERATION, or REBALANCE_IN_PROGRESS while the group awaits its assignment
+  (CompletingRebalance) are answered for every partition. Commits during PreparingRebalance are
+  accepted, as Kafka does.
+* generation -1 with an empty member id is a "simple" commit (assign() consumers, admin tools):
+  allowed while the group has no members; a group that does not exist is created Empty.
+* Offsets are appended to `__consumer_offsets` with acks=all before they are visible to
+  OffsetFetch; partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; metadata longer
+  than `offset.metadata.max.bytes` (4096) gets OFFSET_METADATA_TOO_LARGE.
+* v2-4 retention_time_ms is ignored (offsets do not expire yet); v6+ leader epoch is stored;
+  v7+ group_instance_id: a static instance's old member id gets FENCED_INSTANCE_ID.
+"""
+
+from __future__ import annotations
+
+import time
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from broker.group.metadata import OffsetAndMetadata
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from protocol.messages.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+
+@api(8, 2, 9)
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    now = int(time.time() * 1000)
+    topics = ctx.server.controller.image.topics
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        topic = topics.get(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if topic is None or p.partition_index not in topic.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    p.committed_offset,
+                    p.committed_leader_epoch if ctx.version >= 6 else -1,
+                    p.committed_metadata or "",
+                    now,
+                )
+    if offsets:
+        errors.update(
+            await ctx.server.group_coordinator.handle_commit_offsets(
+                req.group_id, req.member_id, req.generation_id_or_member_epoch, offsets,
+                group_instance_id=req.group_instance_id if ctx.version >= 7 else None,
+            )
+        )
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )

@@ -1,0 +1,38 @@
+"""OffsetDelete (key 47), version 0.
+
+Deletes committed offsets of an empty group, or of a consumer group for topics none of its
+members subscribes to (else GROUP_SUBSCRIBED_TO_TOPIC per partition). Unknown group:
+GROUP_ID_NOT_FOUND. The offsets are tombstoned in `__consumer_offsets`.
+"""
+
+from __future__ import annotations
+
+from broker.apis.registry import api
+from broker.context import RequestContext
+from protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from protocol.messages.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+
+@api(47, 0, 0)
+async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    code, results = await ctx.server.group_coordinator.handle_delete_offsets(req.group_id, tps)
+    if code:
+        return OffsetDeleteResponse(error_code=code, throttle_time_ms=0)
+    return OffsetDeleteResponse(
+        error_code=0,
+        throttle_time_ms=0,
+        topics=[
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)])
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )

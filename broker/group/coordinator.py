@@ -1,0 +1,1093 @@
+"""GroupCoordinator: Kafka's classic group protocol (GroupCoordinator.scala) and committed
+offsets, persisted to `__consumer_offsets` (GroupMetadataManager.scala).
+
+Rebalance protocol, as Kafka:
+
+* JoinGroup with an empty member id (v4+) registers a *pending* member and answers
+  MEMBER_ID_REQUIRED with the new id (KIP-394); older versions join directly. A join moves the
+  group to PreparingRebalance (from Empty with an InitialDelayedJoin of
+  `group.initial.rebalance.delay.ms`, extended while new members arrive, bounded by the
+  rebalance timeout; otherwise a DelayedJoin of the rebalance timeout) and parks the request.
+  The join completes when every known member has rejoined and no pending member is left, or at
+  the timeout, when members that did not rejoin are removed. The next generation starts, the
+  protocol is chosen by vote among those every member supports, and each waiting JoinGroup is
+  answered; the leader (the first member to join, re-elected if it did not rejoin) gets every
+  member's metadata.
+* SyncGroup: the leader's assignment is stored (a GroupMetadata record), handed to each member
+  and the group becomes Stable. Followers that sync before the leader wait for it.
+  Every member must send SyncGroup within the rebalance timeout after the join completed (a
+  DelayedSync, KIP-814); the ones that do not are removed and the group rebalances.
+* Heartbeat keeps a member's session alive (a DelayedHeartbeat in the heartbeat purgatory,
+  rescheduled on every heartbeat, join, sync and commit); during a rebalance it answers
+  REBALANCE_IN_PROGRESS. A member whose session expires is removed and the group rebalances.
+* LeaveGroup removes members (batched from v3) and rebalances.
+* `group.max.size`: a join that would grow the group past it gets GROUP_MAX_SIZE_REACHED (while
+  rebalancing, the last members to rejoin are the ones turned away).
+* Static members (group.instance.id, KIP-345) keep their place across restarts: a known
+  instance joining with an empty member id replaces its old member id (fencing it with
+  FENCED_INSTANCE_ID) without a rebalance when the group is Stable and the protocol does not
+  change; static members are not dropped for missing a rebalance (only by session expiry or
+  LeaveGroup, which can name them by instance id).
+
+Offsets: OffsetCommit checks the member and generation (a commit with generation -1 and no
+member id is a "simple" commit, allowed while the group has no members), appends OffsetCommit
+records to the group's `__consumer_offsets` partition with acks=all and only then updates the
+cache. Everything is reloaded from the partitions at start-up. Every
+`offsets.retention.check.interval.ms` expired offsets (KIP-211 rules, `offsets.retention.minutes`)
+are tombstoned and Empty groups without offsets are removed.
+
+Threading: none. All state lives on the event loop and is mutated by plain functions; the only
+awaits are appends to `__consumer_offsets`, after which state is re-checked as Kafka does in its
+store callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.group import records as grec
+from broker.group.metadata import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+    partition_for,
+)
+from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.records import Record, build_batch, decode_records, iter_batches, read_header
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+log = structlog.get_logger("odradek.group")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+UNKNOWN_MEMBER_ID = ""
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class JoinResult:
+    member_id: str
+    error: int
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SyncResult:
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+def _resolve(fut: Any, value: Any) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(value)
+
+
+# -- delayed operations --------------------------------------------------------------------------
+
+
+class DelayedJoin(DelayedOperation):
+    """Waits for every known member to rejoin, up to the rebalance timeout."""
+
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+
+    def try_complete(self) -> bool:
+        if self.group.has_all_members_joined():
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.coordinator.on_complete_join(self.group)
+
+
+class InitialDelayedJoin(DelayedJoin):
+    """The first rebalance of an empty group waits `group.initial.rebalance.delay.ms`, and again
+    while new members keep arriving, until the rebalance timeout is used up."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        group: GroupMetadata,
+        configured_delay_ms: int,
+        delay_ms: int,
+        remaining_ms: int,
+    ) -> None:
+        super().__init__(coordinator, group, delay_ms)
+        self.configured_delay_ms = configured_delay_ms
+        self.remaining_ms = remaining_ms
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        group = self.group
+        if group.new_member_added and self.remaining_ms != 0 and group.is_(GroupState.PREPARING_REBALANCE):
+            group.new_member_added = False
+            delay = min(self.configured_delay_ms, self.remaining_ms)
+            remaining = max(self.remaining_ms - delay, 0)
+            self.coordinator.rebalance_purgatory.try_complete_else_watch(
+                InitialDelayedJoin(self.coordinator, group, self.configured_delay_ms, delay, remaining),
+                [("join", group.group_id)],
+            )
+        else:
+            self.coordinator.on_complete_join(group)
+
+
+class DelayedSync(DelayedOperation):
+    """After a join completes, every member must send SyncGroup within the rebalance timeout
+    (KIP-814); those that do not are removed and the group rebalances."""
+
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.generation_id = generation_id
+
+    def try_complete(self) -> bool:
+        if self.group.generation_id != self.generation_id or not self.group.pending_sync_members:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_pending_sync(self.group, self.generation_id)
+
+
+class DelayedHeartbeat(DelayedOperation):
+    """A member's session deadline; completed (harmlessly) by each heartbeat."""
+
+    def __init__(
+        self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool, delay_ms: int
+    ) -> None:
+        super().__init__(delay_ms)
+        self.coordinator = coordinator
+        self.group = group
+        self.member_id = member_id
+        self.is_pending = is_pending
+
+    def try_complete(self) -> bool:
+        if self.coordinator.heartbeat_can_complete(self.group, self.member_id, self.is_pending):
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
+
+
+# -- the coordinator -----------------------------------------------------------------------------
+
+
+class GroupCoordinator:
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        cfg = server.config
+        self.num_partitions: int = cfg["offsets.topic.num.partitions"]
+        self.replication_factor: int = cfg["offsets.topic.replication.factor"]
+        self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
+        self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
+        self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
+        self.offsets_retention_ms: int = cfg["offsets.retention.minutes"] * 60 * 1000
+        self.max_group_size: int = cfg["group.max.size"]
+        self.retention_check_interval_ms: int = cfg["offsets.retention.check.interval.ms"]
+        self.groups: dict[str, GroupMetadata] = {}
+        self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory("Heartbeat")
+        self.rebalance_purgatory: DelayedOperationPurgatory[DelayedJoin | DelayedSync] = DelayedOperationPurgatory(
+            "Rebalance"
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        self.heartbeat_purgatory.start()
+        self.rebalance_purgatory.start()
+        await self.load()
+        self.server._spawn(self._expire_periodically())
+
+    async def _expire_periodically(self) -> None:
+        """Kafka's delete-expired-group-metadata task (KafkaScheduler), every
+        `offsets.retention.check.interval.ms`."""
+        while True:
+            await asyncio.sleep(self.retention_check_interval_ms / 1000)
+            try:
+                await self.cleanup_group_metadata()
+            except Exception:
+                log.exception("offset expiration failed")
+
+    async def cleanup_group_metadata(self, now_ms: int | None = None) -> int:
+        """Tombstone expired offsets; an Empty group left without offsets becomes Dead and its
+        metadata is tombstoned too. Returns the number of offsets removed."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        removed = 0
+        for group_id, group in list(self.groups.items()):
+            if group.is_(GroupState.DEAD) or not self.is_coordinator_for(group_id):
+                continue
+            expired = group.expired_offsets(now, self.offsets_retention_ms)
+            for tp in expired:
+                del group.offsets[tp]
+            tombstones: list[tuple[bytes, bytes | None]] = [(grec.offset_key(group_id, t, p), None) for t, p in expired]
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+                log.info("group transitioned to Dead", group=group_id, generation=group.generation_id)
+                group.transition_to(GroupState.DEAD)
+                tombstones.append((grec.group_key(group_id), None))
+                del self.groups[group_id]
+            if tombstones:
+                error = await self._append(group_id, tombstones)
+                if error:
+                    log.warning("failed to write tombstones for expired group metadata", group=group_id, error=error)
+            removed += len(expired)
+        if removed:
+            log.info("removed expired offsets", count=removed)
+        return removed
+
+    def fail_pending_requests(self) -> None:
+        """Shutdown: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR (Kafka's
+        onResignation), so draining does not wait for rebalance timeouts."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                _resolve(group.take_join_future(member), JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
+                fut, member.sync_future = member.sync_future, None
+                _resolve(fut, SyncResult(ErrorCode.NOT_COORDINATOR))
+
+    async def shutdown(self) -> None:
+        self.fail_pending_requests()
+        await self.heartbeat_purgatory.shutdown()
+        await self.rebalance_purgatory.shutdown()
+
+    # -- __consumer_offsets ---------------------------------------------------------------------
+
+    @property
+    def _topic(self) -> Any:
+        return self.server.controller.image.topics.get(GROUP_METADATA_TOPIC)
+
+    def partition_for(self, group_id: str) -> int:
+        topic = self._topic
+        n = len(topic.partitions) if topic is not None else self.num_partitions
+        return partition_for(group_id, n)
+
+    def ensure_offsets_topic(self) -> bool:
+        """Create `__consumer_offsets` on first use (FindCoordinator), as Kafka does; True when
+        it exists."""
+        if self._topic is not None:
+            return True
+        controller = self.server.controller
+        rf = min(self.replication_factor, len(controller.image.brokers))
+        try:
+            controller.create_topic(
+                GROUP_METADATA_TOPIC,
+                self.num_partitions,
+                rf,
+                configs={
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": "104857600",  # Kafka's offsets.topic.segment.bytes default
+                },
+            )
+        except KafkaProtocolError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("could not create the offsets topic", error=e.message)
+                return False
+        log.info("created the offsets topic", topic=GROUP_METADATA_TOPIC, partitions=self.num_partitions)
+        return True
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        if self._topic is None:
+            return False
+        p = self.server.replica_manager.partitions.get((GROUP_METADATA_TOPIC, self.partition_for(group_id)))
+        return p is not None and p.is_leader
+
+    def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int | None:
+        if group_id is None or (group_id == "" and not allow_empty_id):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.is_coordinator_for(group_id):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    async def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> int:
+        """Append key/value records to the group's partition with acks=all; the error code."""
+        now = int(time.time() * 1000)
+        batch = build_batch(
+            [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(entries)], base_timestamp=now
+        )
+        tp = (GROUP_METADATA_TOPIC, self.partition_for(group_id))
+        results = await self.server.replica_manager.append_records([(tp, batch)], -1, internal=True)
+        err = results[tp].error
+        if err in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if err in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+            return ErrorCode.NOT_COORDINATOR
+        if err:
+            log.warning("append to the offsets topic failed", group=group_id, error=err)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
+    def _group_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
+        members = []
+        if group.protocol_name is not None:
+            for m in group.members.values():
+                members.append(
+                    grec.MemberValue(
+                        m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                        m.session_timeout_ms, m.metadata(group.protocol_name), assignment.get(m.member_id, b""),
+                    )
+                )
+        value = grec.GroupValue(
+            group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
+            group.state_timestamp if group.state_timestamp is not None else -1, members,
+        )
+        return grec.group_key(group.group_id), grec.group_value(value)
+
+    async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
+        return await self._append(group.group_id, [self._group_record(group, assignment)])
+
+    def _store_group_in_background(self, group: GroupMetadata) -> None:
+        async def store() -> None:
+            err = await self.store_group(group, {})
+            if err:
+                log.warning("failed to write the empty group's metadata", group=group.group_id, error=err)
+
+        self.server._spawn(store())
+
+    async def load(self) -> None:
+        """Rebuild groups and offsets from every led partition of `__consumer_offsets`."""
+        topic = self._topic
+        if topic is None:
+            return
+        rm = self.server.replica_manager
+        logs = [p.log for tp, p in rm.partitions.items() if tp[0] == GROUP_METADATA_TOPIC and p.is_leader]
+        loop = asyncio.get_running_loop()
+        loaded = 0
+        for lg in logs:
+            entries = await loop.run_in_executor(None, _read_key_values, lg)
+            loaded += len(entries)
+            self._apply_loaded(entries)
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._complete_and_schedule_next_heartbeat(group, member)
+        log.info("loaded groups and offsets", groups=len(self.groups), records=loaded)
+
+    def _apply_loaded(self, entries: list[tuple[bytes, bytes | None]]) -> None:
+        for key_bytes, value in entries:
+            try:
+                key = grec.decode_key(key_bytes)
+                if isinstance(key, grec.OffsetKey):
+                    tp = (key.topic, key.partition)
+                    if value is None:
+                        group = self.groups.get(key.group)
+                        if group is not None:
+                            group.offsets.pop(tp, None)
+                        continue
+                    v = grec.decode_offset_value(value)
+                    if key.group not in self.groups:
+                        self.groups[key.group] = GroupMetadata(key.group, state_timestamp=None)
+                    group = self.groups[key.group]
+                    group.offsets[tp] = OffsetAndMetadata(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                    )
+                elif isinstance(key, grec.GroupKey):
+                    if value is None:
+                        group = self.groups.get(key.group)
+                        if group is not None:
+                            offsets = group.offsets
+                            self.groups[key.group] = GroupMetadata(key.group, offsets=offsets, state_timestamp=None)
+                            if not offsets:
+                                del self.groups[key.group]
+                        continue
+                    gv = grec.decode_group_value(value)
+                    old = self.groups.get(key.group)
+                    group = GroupMetadata(key.group, offsets=old.offsets if old else {})
+                    group.generation_id = gv.generation
+                    group.protocol_type = gv.protocol_type or None
+                    group.protocol_name = gv.protocol
+                    group.leader_id = gv.leader
+                    group.state_timestamp = gv.current_state_timestamp if gv.current_state_timestamp >= 0 else None
+                    for mv in gv.members:
+                        member = MemberMetadata(
+                            mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.rebalance_timeout,
+                            mv.session_timeout, gv.protocol_type, [(gv.protocol or "", mv.subscription)],
+                            assignment=mv.assignment,
+                        )
+                        group.add(member)
+                    group.leader_id = gv.leader if gv.leader in group.members else group.leader_id
+                    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+                    self.groups[key.group] = group
+            except (ValueError, UnicodeDecodeError) as e:
+                log.warning("skipping an unreadable __consumer_offsets record", error=str(e))
+
+    # -- JoinGroup ------------------------------------------------------------------------------
+
+    async def handle_join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult:
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return JoinResult(member_id, err)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if not is_unknown:
+                return JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+            group = self.groups[group_id] = GroupMetadata(group_id)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        names = [n for n, _ in protocols]
+        if not self._accept_joining_member(group, member_id):
+            member = group.members.get(member_id)
+            if member is not None:
+                self._remove_member_and_update_group(group, member, "the group is over group.max.size")
+            else:
+                group.remove(member_id)
+            _resolve(fut, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif group.is_(GroupState.DEAD):
+            _resolve(fut, JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif not group.supports_protocols(protocol_type, names):
+            _resolve(fut, JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        elif is_unknown and group_instance_id is not None:
+            new_id = group.generate_member_id(client_id, group_instance_id)
+            old_id = group.current_static_member_id(group_instance_id)
+            if old_id is None:
+                log.info("static member joins", group=group_id, instance_id=group_instance_id, member_id=new_id)
+                self._add_member_and_rebalance(
+                    group, new_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                    protocol_type, protocols, fut, group_instance_id,
+                )
+            else:
+                await self._update_static_member_and_rebalance(group, group_instance_id, old_id, new_id, protocols, fut)
+        elif is_unknown:
+            new_id = group.generate_member_id(client_id)
+            if require_known_member_id:
+                log.info("dynamic member joins, member id required", group=group_id, member_id=new_id)
+                group.pending_members.add(new_id)
+                self.heartbeat_purgatory.try_complete_else_watch(
+                    DelayedHeartbeat(self, group, new_id, True, session_timeout_ms), [("heartbeat", group_id, new_id)]
+                )
+                _resolve(fut, JoinResult(new_id, ErrorCode.MEMBER_ID_REQUIRED))
+            else:
+                self._add_member_and_rebalance(
+                    group, new_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                    protocol_type, protocols, fut,
+                )
+        elif group.is_pending_member(member_id):
+            self._add_member_and_rebalance(
+                group, member_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                protocol_type, protocols, fut,
+            )
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            _resolve(fut, JoinResult(member_id, ErrorCode.FENCED_INSTANCE_ID))
+        elif not group.has(member_id) or (
+            group_instance_id is not None and not group.has_static_member(group_instance_id)
+        ):
+            _resolve(fut, JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+        else:
+            self._current_member_join(group, group.get(member_id), protocols, fut)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(("join", group_id))
+        return await fut
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """Kafka's group.max.size check: while preparing a rebalance count the members that
+        have rejoined (so the last to rejoin are the ones turned away when the limit shrank);
+        otherwise the group's size. Existing members are always let back in."""
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return (member is not None and member.is_awaiting_join) or (
+                group.num_members_awaiting_join < self.max_group_size
+            )
+        return member is not None or len(group.members) < self.max_group_size
+
+    def _current_member_join(
+        self, group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]], fut: Any
+    ) -> None:
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, fut, "member joining during PreparingRebalance")
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                _resolve(fut, self._join_result(group, member))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, fut, "metadata changed")
+        elif state is GroupState.STABLE:
+            if group.is_leader(member.member_id):
+                self._update_member_and_rebalance(group, member, protocols, fut, "leader re-joining")
+            elif not member.matches(protocols):
+                self._update_member_and_rebalance(group, member, protocols, fut, "metadata changed")
+            else:
+                _resolve(fut, self._join_result(group, member))
+        else:
+            _resolve(fut, JoinResult(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
+        return JoinResult(
+            member_id=member.member_id,
+            error=ErrorCode.NONE,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id or "",
+            members=group.current_member_metadata() if group.is_leader(member.member_id) else [],
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        fut: Any,
+        group_instance_id: str | None = None,
+    ) -> None:
+        member = MemberMetadata(
+            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
+            list(protocols),
+        )
+        member.is_new = True
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, fut)
+        # A new member cannot heartbeat while its JoinGroup is parked; time out the join instead.
+        self._complete_and_schedule_next_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"Adding new member {member_id}")
+
+    async def _update_static_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        instance_id: str,
+        old_id: str,
+        new_id: str,
+        protocols: list[tuple[str, bytes]],
+        fut: Any,
+    ) -> None:
+        """A known static member rejoins with an unknown member id (a restart, KIP-345): it
+        takes over its old member's place, fencing the old id. In a Stable group whose protocol
+        does not change there is no rebalance: the group is stored and the member gets the
+        current generation (with the old leader id, so it does not assign)."""
+        current_leader = group.leader_id or ""
+        member, old_join, old_sync = group.replace_static_member(instance_id, old_id, new_id)
+        _resolve(old_join, JoinResult(old_id, ErrorCode.FENCED_INSTANCE_ID))
+        _resolve(old_sync, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        log.info("static member rejoins with a new member id", group=group.group_id, instance_id=instance_id,
+                 old_member_id=old_id, member_id=new_id)
+        self._complete_and_schedule_next_heartbeat(group, member)
+        old_protocols = list(member.protocols)
+        group.update_member(member, protocols, fut)
+        if group.is_(GroupState.STABLE):
+            if group.protocol_name == group.select_protocol():
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+                error = await self.store_group(group, assignment)
+                if error:
+                    group.update_member(member, old_protocols, None)
+                    if group.members.get(new_id) is member:
+                        group.replace_static_member(instance_id, new_id, old_id)
+                        self._complete_and_schedule_next_heartbeat(group, member)
+                    _resolve(fut, JoinResult(UNKNOWN_MEMBER_ID, error))
+                else:
+                    _resolve(group.take_join_future(member), JoinResult(
+                        member_id=new_id, error=ErrorCode.NONE, generation_id=group.generation_id,
+                        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                        leader_id=current_leader,
+                    ))
+            else:
+                self._maybe_prepare_rebalance(group, f"static member {new_id} changed the selected protocol")
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            self.prepare_rebalance(group, f"Updating metadata for static member {new_id}")
+
+    def _update_member_and_rebalance(
+        self, group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]], fut: Any, reason: str
+    ) -> None:
+        group.update_member(member, protocols, fut)
+        self._maybe_prepare_rebalance(group, reason)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self.prepare_rebalance(group, reason)
+
+    def _rebalance_timeout_ms(self, group: GroupMetadata) -> int:
+        return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+
+    def prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        rebalance_timeout = self._rebalance_timeout_ms(group)
+        op: DelayedJoin
+        if group.is_(GroupState.EMPTY):
+            delay = self.initial_rebalance_delay_ms
+            op = InitialDelayedJoin(self, group, delay, delay, max(rebalance_timeout - delay, 0))
+        else:
+            op = DelayedJoin(self, group, rebalance_timeout)
+        group.transition_to(GroupState.PREPARING_REBALANCE)
+        log.info(
+            "preparing to rebalance group", group=group.group_id, old_generation=group.generation_id,
+            partition=f"{GROUP_METADATA_TOPIC}-{self.partition_for(group.group_id)}", reason=reason,
+        )
+        self.rebalance_purgatory.try_complete_else_watch(op, [("join", group.group_id)])
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return  # the group died or was deleted meanwhile
+        for failed in [m for m in group.not_yet_rejoined_members() if m.group_instance_id is None]:
+            log.info("removing member that did not rejoin", group=group.group_id, member_id=failed.member_id)
+            self._remove_heartbeat_for_leaving_member(group, failed)
+            group.remove(failed.member_id)
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error("group could not complete rebalance because no members rejoined", group=group.group_id)
+            self.rebalance_purgatory.try_complete_else_watch(
+                DelayedJoin(self, group, self._rebalance_timeout_ms(group)), [("join", group.group_id)]
+            )
+            return
+        group.init_next_generation()
+        if group.is_(GroupState.EMPTY):
+            log.info("group with generation is now empty", group=group.group_id, generation=group.generation_id)
+            self._store_group_in_background(group)
+            return
+        log.info(
+            "stabilized group", group=group.group_id, generation=group.generation_id,
+            protocol=group.protocol_name, members=len(group.members),
+        )
+        for member in list(group.members.values()):
+            fut = group.take_join_future(member)
+            _resolve(fut, self._join_result(group, member))
+            self._complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self.rebalance_purgatory.try_complete_else_watch(
+            DelayedSync(self, group, group.generation_id, self._rebalance_timeout_ms(group)),
+            [("sync", group.group_id)],
+        )
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            self.rebalance_purgatory.check_and_complete(("sync", group.group_id))
+
+    def _remove_sync_expiration(self, group: GroupMetadata) -> None:
+        group.pending_sync_members.clear()
+        self.rebalance_purgatory.check_and_complete(("sync", group.group_id))
+
+    def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        if generation_id != group.generation_id or group.state not in (
+            GroupState.COMPLETING_REBALANCE, GroupState.STABLE
+        ):
+            return
+        missing = list(group.pending_sync_members)
+        if not missing:
+            return
+        log.info("removing members who have not sent their SyncGroup", group=group.group_id, members=missing)
+        for member_id in missing:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._remove_heartbeat_for_leaving_member(group, member)
+                group.remove(member_id)
+        group.pending_sync_members.clear()
+        self.prepare_rebalance(group, f"Removing {missing} on pending sync request expiration")
+
+    # -- SyncGroup ------------------------------------------------------------------------------
+
+    async def handle_sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
+    ) -> SyncResult:
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return SyncResult(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_(GroupState.DEAD):
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return SyncResult(ErrorCode.FENCED_INSTANCE_ID)
+        if not group.has(member_id):
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        state = group.state
+        if state is GroupState.EMPTY:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        member = group.get(member_id)
+        self._remove_pending_sync_member(group, member_id)
+        if state is GroupState.STABLE:
+            self._complete_and_schedule_next_heartbeat(group, member)
+            return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
+        # CompletingRebalance: wait for the leader's assignment.
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        previous, member.sync_future = member.sync_future, fut
+        _resolve(previous, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        if group.is_leader(member_id):
+            log.info("assignment received from leader", group=group_id, member_id=member_id, generation=generation_id)
+            assignment = {m: assignments.get(m, b"") for m in group.members}
+            error = await self.store_group(group, assignment)
+            if group.is_(GroupState.COMPLETING_REBALANCE) and generation_id == group.generation_id:
+                if error:
+                    self._reset_and_propagate_assignment_error(group, error)
+                    self._maybe_prepare_rebalance(group, "error when storing group assignment")
+                else:
+                    self._set_and_propagate_assignment(group, assignment)
+                    group.transition_to(GroupState.STABLE)
+        return await fut
+
+    def _set_and_propagate_assignment(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NONE)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: int) -> None:
+        for member in group.members.values():
+            fut, member.sync_future = member.sync_future, None
+            if fut is not None:
+                if error:
+                    _resolve(fut, SyncResult(error))
+                else:
+                    _resolve(fut, SyncResult(error, group.protocol_type, group.protocol_name, member.assignment))
+                self._complete_and_schedule_next_heartbeat(group, member)
+
+    # -- Heartbeat ------------------------------------------------------------------------------
+
+    def handle_heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> int:
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return err
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _complete_and_schedule_next_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._complete_and_schedule_next_expiration(group, member, member.session_timeout_ms)
+
+    def _complete_and_schedule_next_expiration(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+        key = ("heartbeat", group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        self.heartbeat_purgatory.try_complete_else_watch(
+            DelayedHeartbeat(self, group, member.member_id, False, timeout_ms), [key]
+        )
+
+    def _remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.is_leaving = True
+        self.heartbeat_purgatory.check_and_complete(("heartbeat", group.group_id, member.member_id))
+
+    def heartbeat_can_complete(self, group: GroupMetadata, member_id: str, is_pending: bool) -> bool:
+        if group.is_(GroupState.DEAD):
+            return True
+        if is_pending:
+            return group.has(member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return True
+        return member.has_satisfied_heartbeat() or member.is_leaving
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+        if group.is_(GroupState.DEAD):
+            return
+        if is_pending:
+            if group.is_pending_member(member_id):
+                log.info(f"Pending member {member_id} in group {group.group_id} has been removed after session timeout expiration.")
+                self._remove_pending_member_and_update_group(group, member_id)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.has_satisfied_heartbeat():
+            return
+        log.info(f"Member {member_id} in group {group.group_id} has failed, removing it from the group")
+        self._remove_member_and_update_group(group, member, f"removing member {member_id} on heartbeat expiration")
+
+    def _remove_pending_member_and_update_group(self, group: GroupMetadata, member_id: str) -> None:
+        group.remove(member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(("join", group.group_id))
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        # A new member may time out with a pending JoinGroup: answer it before removing it.
+        _resolve(group.take_join_future(member), JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+        fut, member.sync_future = member.sync_future, None
+        _resolve(fut, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(("join", group.group_id))
+
+    # -- LeaveGroup -----------------------------------------------------------------------------
+
+    def handle_leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return err, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results = []
+        for member_id, instance_id in leaving:
+            if member_id == UNKNOWN_MEMBER_ID:
+                # Administrative removal of a static member by its instance id.
+                current = group.current_static_member_id(instance_id)
+                if current is None:
+                    results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                else:
+                    self._remove_current_member(group, current)
+                    results.append((member_id, instance_id, ErrorCode.NONE))
+            elif group.is_pending_member(member_id):
+                self._remove_pending_member_and_update_group(group, member_id)
+                self.heartbeat_purgatory.check_and_complete(("heartbeat", group_id, member_id))
+                results.append((member_id, instance_id, ErrorCode.NONE))
+            elif group.is_static_member_fenced(member_id, instance_id):
+                results.append((member_id, instance_id, ErrorCode.FENCED_INSTANCE_ID))
+            elif group.has(member_id):
+                self._remove_current_member(group, member_id)
+                results.append((member_id, instance_id, ErrorCode.NONE))
+            else:
+                results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+        return ErrorCode.NONE, results
+
+    def _remove_current_member(self, group: GroupMetadata, member_id: str) -> None:
+        member = group.get(member_id)
+        self._remove_member_and_update_group(group, member, f"Removing member {member_id} on LeaveGroup")
+        self._remove_heartbeat_for_leaving_member(group, member)
+        log.info("member left the group through LeaveGroup", group=group.group_id, member_id=member_id)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def _validate_offset_commit(
+        self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int | None:
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                return ErrorCode.FENCED_INSTANCE_ID
+            if not group.has(member_id):
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            return None
+        if not group.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit to a non-empty group
+        return None
+
+    async def handle_commit_offsets(
+        self, group_id: str, member_id: str, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+        group_instance_id: str | None = None, max_metadata_size: int = 4096,
+    ) -> dict[TopicPartition, int]:
+        def all_(code: int) -> dict[TopicPartition, int]:
+            return {tp: code for tp in offsets}
+
+        err = self.validate_group_status(group_id, allow_empty_id=True)
+        if err is not None:
+            return all_(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_(ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = GroupMetadata(group_id)
+        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if err is not None:
+            return all_(err)
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return all_(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.has(member_id):
+            self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        result: dict[TopicPartition, int] = {}
+        to_store = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata) > max_metadata_size:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                to_store[tp] = om
+        if to_store:
+            entries = [
+                (grec.offset_key(group_id, tp[0], tp[1]),
+                 grec.offset_value(grec.OffsetValue(om.offset, om.leader_epoch, om.metadata or "", om.commit_timestamp)))
+                for tp, om in to_store.items()
+            ]
+            error = await self._append(group_id, entries)
+            if not error and not group.is_(GroupState.DEAD):
+                group.offsets.update(to_store)
+            for tp in to_store:
+                result[tp] = error
+        return {tp: result[tp] for tp in offsets}
+
+    def handle_fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
+        err = self.validate_group_status(group_id, allow_empty_id=True)
+        if err is not None:
+            return err, {}
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(offsets)
+        return ErrorCode.NONE, {tp: offsets.get(tp) for tp in partitions}
+
+    async def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return err, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if group.state not in (GroupState.EMPTY,) and group.protocol_type != "consumer":
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        subscribed = group.subscribed_topics() if not group.is_(GroupState.EMPTY) else set()
+        result: dict[TopicPartition, int] = {}
+        deletable = []
+        for tp in partitions:
+            if subscribed is None or tp[0] in subscribed:
+                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                result[tp] = ErrorCode.NONE
+                if tp in group.offsets:
+                    deletable.append(tp)
+        if deletable:
+            error = await self._append(group_id, [(grec.offset_key(group_id, t, p), None) for t, p in deletable])
+            if error:
+                return error, {}
+            for tp in deletable:
+                group.offsets.pop(tp, None)
+        return ErrorCode.NONE, result
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    def handle_describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
+        err = self.validate_group_status(group_id, allow_empty_id=True)
+        if err is not None:
+            return err, None
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE, group
+
+    def handle_list_groups(self, states: set[str] | None) -> list[GroupMetadata]:
+        out = []
+        for group in self.groups.values():
+            if group.is_(GroupState.DEAD) or not self.is_coordinator_for(group.group_id):
+                continue
+            if states and group.state.value.lower() not in states:
+                continue
+            out.append(group)
+        return out
+
+    async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for group_id in group_ids:
+            err = self.validate_group_status(group_id)
+            if err is not None:
+                result[group_id] = err
+                continue
+            group = self.groups.get(group_id)
+            if group is None or group.is_(GroupState.DEAD):
+                result[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+                continue
+            if not group.is_(GroupState.EMPTY):
+                result[group_id] = ErrorCode.NON_EMPTY_GROUP
+                continue
+            group.transition_to(GroupState.DEAD)
+            tombstones = [(grec.offset_key(group_id, t, p), None) for t, p in group.offsets]
+            tombstones.append((grec.group_key(group_id), None))
+            error = await self._append(group_id, tombstones)
+            if self.groups.get(group_id) is group:
+                del self.groups[group_id]
+            result[group_id] = error
+            log.info("deleted group", group=group_id, offsets=len(group.offsets))
+        return result
+
+
+def _read_key_values(lg: Any) -> list[tuple[bytes, bytes | None]]:
+    """(key, value) of every data record of a log up to its high watermark, in offset order
+    (runs in an executor: blocking file reads)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    offset = lg.log_start_offset
+    end = lg.high_watermark
+    while offset < end:
+        info = lg.read(offset, 1 << 20, max_offset_exclusive=end, min_one_message=True)
+        data = info.records.read()
+        if not data:
+            break
+        last = offset
+        for pos, _size in iter_batches(data):
+            header = read_header(data, pos)
+            last = header.next_offset
+            if header.is_control or header.is_transactional:
+                continue
+            _, recs = decode_records(data, pos)
+            for r in recs:
+                if r.key is not None and r.offset is not None and r.offset >= offset:
+                    out.append((r.key, r.value))
+        if last <= offset:
+            break
+        offset = last
+    return out

@@ -3,14 +3,11 @@ field against what Kafka returns (expectations written from Kafka's docs and spe
 
 from __future__ import annotations
 
-import socket
-import struct
 import warnings
 from typing import Any
 
 import pytest
 
-from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import (
     ApiVersionsRequest,
     DeleteRecordsRequest,
@@ -22,6 +19,7 @@ from protocol.messages import delete_records_request as drr
 from protocol.messages import metadata_request as mr
 from protocol.messages import offset_for_leader_epoch_request as ofl
 from tests.broker_process import BrokerProcess
+from tests.raw_client import call_once
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -39,13 +37,7 @@ EXPECTED_APIS = {
 
 
 def call(broker: BrokerProcess, api_key: int, version: int, body: Any) -> Any:
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        s.sendall(encode_request_frame(api_key, version, 1234, "raw-test", body))
-        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        data = s.recv(size, socket.MSG_WAITALL)
-    corr, resp = decode_response(data, api_key, version)
-    assert corr == 1234
-    return resp
+    return call_once(broker.port, api_key, version, body)
 
 
 @pytest.fixture

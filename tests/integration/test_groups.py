@@ -3,8 +3,6 @@ error paths a well-behaved client never takes (stale generations, expired sessio
 
 from __future__ import annotations
 
-import socket
-import struct
 import threading
 import warnings
 from collections.abc import Iterator
@@ -15,7 +13,6 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import (
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -31,6 +28,7 @@ from protocol.messages import offset_commit_request as ocr
 from protocol.messages import offset_fetch_request as ofr
 from protocol.messages import sync_group_request as sgr
 from tests.broker_process import BrokerProcess
+from tests.raw_client import RawConnection
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -58,25 +56,6 @@ def admin(gbroker: BrokerProcess) -> Iterator[KafkaAdminClient]:
     a.close()
 
 
-class Conn:
-    """One raw connection; requests are answered in order."""
-
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
-        self.corr = 0
-
-    def call(self, api_key: int, version: int, body: Any) -> Any:
-        self.corr += 1
-        self.sock.sendall(encode_request_frame(api_key, version, self.corr, "raw-group-test", body))
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        corr, resp = decode_response(self.sock.recv(size, socket.MSG_WAITALL), api_key, version)
-        assert corr == self.corr
-        return resp
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def consumer(broker: BrokerProcess, group: str, **kw: Any) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=broker.bootstrap,
@@ -91,7 +70,7 @@ def consumer(broker: BrokerProcess, group: str, **kw: Any) -> KafkaConsumer:
 
 # -- raw protocol helpers ---------------------------------------------------------------------------
 
-def join(c: Conn, group: str, member_id: str = "", protocols: tuple[str, ...] = ("range",), session_ms: int = 10000,
+def join(c: RawConnection, group: str, member_id: str = "", protocols: tuple[str, ...] = ("range",), session_ms: int = 10000,
          instance: str | None = None, rebalance_ms: int = 10000) -> Any:
     return c.call(11, 5, JoinGroupRequest(
         group_id=group, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms, member_id=member_id,
@@ -100,13 +79,13 @@ def join(c: Conn, group: str, member_id: str = "", protocols: tuple[str, ...] = 
     ))
 
 
-def join_with_id(c: Conn, group: str, **kw: Any) -> Any:
+def join_with_id(c: RawConnection, group: str, **kw: Any) -> Any:
     first = join(c, group, **kw)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED and first.member_id  # KIP-394
     return join(c, group, member_id=first.member_id, **kw)
 
 
-def sync(c: Conn, group: str, gen: int, member: str, assignments: dict[str, bytes] | None = None,
+def sync(c: RawConnection, group: str, gen: int, member: str, assignments: dict[str, bytes] | None = None,
          instance: str | None = None) -> Any:
     return c.call(14, 3, SyncGroupRequest(
         group_id=group, generation_id=gen, member_id=member, group_instance_id=instance,
@@ -114,7 +93,7 @@ def sync(c: Conn, group: str, gen: int, member: str, assignments: dict[str, byte
     ))
 
 
-def commit(c: Conn, group: str, gen: int, member: str, offset: int, topic: str = "t", instance: str | None = None) -> int:
+def commit(c: RawConnection, group: str, gen: int, member: str, offset: int, topic: str = "t", instance: str | None = None) -> int:
     resp = c.call(8, 8, OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=instance,
         topics=[ocr.OffsetCommitRequestTopic(name=topic, partitions=[
@@ -123,12 +102,12 @@ def commit(c: Conn, group: str, gen: int, member: str, offset: int, topic: str =
     return resp.topics[0].partitions[0].error_code
 
 
-def heartbeat(c: Conn, group: str, gen: int, member: str, instance: str | None = None) -> int:
+def heartbeat(c: RawConnection, group: str, gen: int, member: str, instance: str | None = None) -> int:
     req = HeartbeatRequest(group_id=group, generation_id=gen, member_id=member, group_instance_id=instance)
     return c.call(12, 4, req).error_code
 
 
-def fetch_offset(c: Conn, group: str, topic: str = "t") -> tuple[int, str]:
+def fetch_offset(c: RawConnection, group: str, topic: str = "t") -> tuple[int, str]:
     resp = c.call(9, 7, OffsetFetchRequest(group_id=group, topics=[ofr.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]))
     p = resp.topics[0].partitions[0]
     return p.committed_offset, p.metadata
@@ -226,7 +205,7 @@ def test_committed_offsets_and_group_survive_restart(tmp_path: Path) -> None:
             assert sorted(g["group_id"] for g in a.list_groups()) == ["members", "persist"]
             g = a.describe_groups(["members"])["members"]
             assert (g["group_state"], g["protocol_type"], g["members"]) == ("Empty", "consumer", [])
-            raw = Conn(b)
+            raw = RawConnection(b.port, "raw-group-test")
             try:  # generations continue from the reloaded one (>= 1 join + 1 leave); a new group starts at 1
                 assert join_with_id(raw, "members").generation_id >= 3
                 assert raw.call(13, 0, LeaveGroupRequest(group_id="members", member_id="x")).error_code == ErrorCode.UNKNOWN_MEMBER_ID
@@ -251,7 +230,7 @@ def test_committed_offsets_and_group_survive_restart(tmp_path: Path) -> None:
 
 def test_generations_members_and_stale_commits(gbroker: BrokerProcess, admin: KafkaAdminClient) -> None:
     admin.create_topics([NewTopic("t", 1, 1)])
-    c1, c2 = Conn(gbroker), Conn(gbroker)
+    c1, c2 = RawConnection(gbroker.port, "raw-group-test"), RawConnection(gbroker.port, "raw-group-test")
     pool = ThreadPoolExecutor(2)
     try:
         fc = c1.call(10, 3, FindCoordinatorRequest(key="g", key_type=0))
@@ -317,7 +296,7 @@ def test_generations_members_and_stale_commits(gbroker: BrokerProcess, admin: Ka
 
 
 def test_inconsistent_protocols_and_unknown_member(gbroker: BrokerProcess) -> None:
-    c = Conn(gbroker)
+    c = RawConnection(gbroker.port, "raw-group-test")
     try:
         c.call(10, 3, FindCoordinatorRequest(key="p", key_type=0))
         r = join_with_id(c, "p", protocols=("range",))
@@ -331,7 +310,7 @@ def test_inconsistent_protocols_and_unknown_member(gbroker: BrokerProcess) -> No
 
 
 def test_expired_session_removes_member(gbroker: BrokerProcess) -> None:
-    c = Conn(gbroker)
+    c = RawConnection(gbroker.port, "raw-group-test")
     try:
         c.call(10, 3, FindCoordinatorRequest(key="e", key_type=0))
         r = join_with_id(c, "e", session_ms=300)
@@ -375,7 +354,7 @@ def test_admin_list_describe_delete_groups(gbroker: BrokerProcess, admin: KafkaA
 
 def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(gbroker: BrokerProcess, admin: KafkaAdminClient) -> None:
     admin.create_topics([NewTopic("t", 1, 1)])
-    c = Conn(gbroker)
+    c = RawConnection(gbroker.port, "raw-group-test")
     try:
         c.call(10, 3, FindCoordinatorRequest(key="s", key_type=0))
         first = join(c, "s", instance="i1")  # static members need no MEMBER_ID_REQUIRED round trip
@@ -458,7 +437,7 @@ def test_confluent_kafka_and_aiokafka_consumer_groups(gbroker: BrokerProcess, ad
 
 def test_initial_rebalance_delay_gathers_members_into_the_first_generation(tmp_path: Path) -> None:
     b = BrokerProcess(tmp_path / "data", overrides=["group.initial.rebalance.delay.ms=1000"]).start()
-    conns = [Conn(b) for _ in range(3)]
+    conns = [RawConnection(b.port, "raw-group-test") for _ in range(3)]
     pool = ThreadPoolExecutor(3)
     try:
         conns[0].call(10, 3, FindCoordinatorRequest(key="d", key_type=0))
@@ -476,7 +455,7 @@ def test_initial_rebalance_delay_gathers_members_into_the_first_generation(tmp_p
 
 
 def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(gbroker: BrokerProcess) -> None:
-    a, s, n = Conn(gbroker), Conn(gbroker), Conn(gbroker)
+    a, s, n = RawConnection(gbroker.port, "raw-group-test"), RawConnection(gbroker.port, "raw-group-test"), RawConnection(gbroker.port, "raw-group-test")
     pool = ThreadPoolExecutor(2)
     try:
         a.call(10, 3, FindCoordinatorRequest(key="r", key_type=0))
@@ -542,7 +521,7 @@ def test_cooperative_sticky_rebalance_with_librdkafka(gbroker: BrokerProcess, ad
 
 def test_sigterm_answers_parked_joins_instead_of_waiting_for_them(tmp_path: Path) -> None:
     b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
-    a, n = Conn(b), Conn(b)
+    a, n = RawConnection(b.port, "raw-group-test"), RawConnection(b.port, "raw-group-test")
     pool = ThreadPoolExecutor(1)
     try:
         a.call(10, 3, FindCoordinatorRequest(key="q", key_type=0))

@@ -3,13 +3,9 @@ stale epochs are refused with Kafka's errors."""
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from pathlib import Path
-from typing import Any
 
-from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
@@ -21,28 +17,10 @@ from protocol.messages import metadata_request as mr
 from protocol.messages import produce_request as pr
 from protocol.records import Record, build_batch
 from tests.broker_process import BrokerProcess
+from tests.raw_client import RawConnection
 
 
-class Conn:
-    """One raw connection, so resends really are resends on the same wire."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.corr = 0
-
-    def call(self, api_key: int, version: int, body: Any) -> Any:
-        self.corr += 1
-        self.sock.sendall(encode_request_frame(api_key, version, self.corr, "idem-test", body))
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        corr, resp = decode_response(self.sock.recv(size, socket.MSG_WAITALL), api_key, version)
-        assert corr == self.corr
-        return resp
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def produce(conn: Conn, topic: str, pid: int, epoch: int, seq: int, n: int = 5) -> tuple[int, int]:
+def produce(conn: RawConnection, topic: str, pid: int, epoch: int, seq: int, n: int = 5) -> tuple[int, int]:
     batch = build_batch(
         [Record(0, i, i, f"k{seq + i}".encode(), f"v{seq + i}".encode(), []) for i in range(n)],
         base_timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch, base_sequence=seq,
@@ -53,7 +31,7 @@ def produce(conn: Conn, topic: str, pid: int, epoch: int, seq: int, n: int = 5) 
     return part.error_code, part.base_offset
 
 
-def end_offset(conn: Conn, topic: str) -> int:
+def end_offset(conn: RawConnection, topic: str) -> int:
     resp = conn.call(2, 7, ListOffsetsRequest(replica_id=-1, topics=[lr.ListOffsetsTopic(
         name=topic, partitions=[lr.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
     return resp.topics[0].partitions[0].offset
@@ -62,7 +40,7 @@ def end_offset(conn: Conn, topic: str) -> int:
 def test_duplicates_written_once_gaps_and_stale_epochs_refused(tmp_path: Path) -> None:
     b = BrokerProcess(tmp_path / "data").start()
     try:
-        conn = Conn(b.port)
+        conn = RawConnection(b.port, "idem-test")
         created = conn.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="idem")],
                                                    allow_auto_topic_creation=True))
         assert created.topics[0].error_code == 0  # Produce does not create topics; Metadata does
@@ -92,7 +70,7 @@ def test_duplicates_written_once_gaps_and_stale_epochs_refused(tmp_path: Path) -
         b.kill()  # unclean: the producer state must be rebuilt from the log
     b2 = BrokerProcess(tmp_path / "data", port=b.port).start()
     try:
-        conn = Conn(b2.port)
+        conn = RawConnection(b2.port, "idem-test")
         assert produce(conn, "idem", pid, 1, 0) == (0, 10)  # still recognised as a duplicate
         assert end_offset(conn, "idem") == 20
         assert produce(conn, "idem", pid, 1, 5) == (0, 20)

@@ -1,0 +1,41 @@
+"""A raw Kafka connection for tests that must control the exact bytes a broker sees (resends,
+stale generations, odd versions): requests are encoded with our generated codecs and answered
+in order on one socket."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from protocol.framing import decode_response, encode_request_frame
+
+
+class RawConnection:
+    def __init__(self, port: int, client_id: str = "raw-test", timeout: float = 30.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.client_id = client_id
+        self.corr = 0
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        self.corr += 1
+        self.sock.sendall(encode_request_frame(api_key, version, self.corr, self.client_id, body))
+        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
+        corr, resp = decode_response(self.sock.recv(size, socket.MSG_WAITALL), api_key, version)
+        assert corr == self.corr
+        return resp
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def call_once(port: int, api_key: int, version: int, body: Any) -> Any:
+    """One request on a fresh connection."""
+    with RawConnection(port) as conn:
+        return conn.call(api_key, version, body)

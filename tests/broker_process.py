@@ -68,13 +68,14 @@ class BrokerProcess:
                 self._started.set()
         self._started.set()  # process ended: unblock start()
 
-    def wait_for_line(self, text: str, timeout: float = 30.0) -> str:
-        """Block until a log line containing `text` has been printed (woken by each new line);
+    def wait_for_line(self, text: str, timeout: float = 30.0, after: int = 0) -> str:
+        """Block until a log line containing `text` has been printed (woken by each new line),
+        looking only at lines from index `after` on (`len(self.lines)` taken before an action);
         returns the line, or raises TimeoutError."""
         found: list[str] = []
 
         def seen() -> bool:
-            found[:] = [line for line in self.lines if text in line][:1]
+            found[:] = [line for line in self.lines[after:] if text in line][:1]
             return bool(found)
 
         with self._new_line:

@@ -23,6 +23,7 @@ BENCHES = {
     "storage": ("Storage: append and read vs raw file I/O", "tests.bench.bench_storage"),
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
     "broker": ("Broker throughput, CPU per record and latency (confluent-kafka client)", "tests.bench.bench_broker"),
+    "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
 }
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from clients.dump_log import dump_log
+from clients.perf import perf
+from spark_connector.pipelines.cli import pipeline
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,6 +63,8 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
 
 
 main.add_command(dump_log)
+main.add_command(perf)
+main.add_command(pipeline)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,1 @@
+"""Runnable Spark Structured Streaming jobs on top of the `odradek` data source."""

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import click
 
+from clients.configs import configs
+from clients.consume import consume
 from clients.dump_log import dump_log
+from clients.groups import groups
 from clients.perf import perf
+from clients.produce import produce
+from clients.topics import topics
 from spark_connector.pipelines.cli import pipeline
 
 
@@ -62,9 +67,8 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     sys.exit(run(config))
 
 
-main.add_command(dump_log)
-main.add_command(perf)
-main.add_command(pipeline)
+for command in (topics, groups, configs, produce, consume, perf, dump_log, pipeline):
+    main.add_command(command)
 
 if __name__ == "__main__":
     main()

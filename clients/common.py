@@ -1,0 +1,134 @@
+"""What every operator command shares: where the brokers are, how failures read, how tables look.
+
+The commands speak the Kafka wire protocol only (through kafka-python), so they work against
+Apache Kafka as well as Odradek; nothing here reaches into broker internals. A failed command
+exits non-zero with one line saying what went wrong, never a traceback: an operator reading
+`Error: cannot reach a broker at ...` knows what to fix, one reading a stack trace does not.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def bootstrap_option(f: F) -> F:
+    """`--bootstrap-server` / `-b`, defaulting to $ODRADEK_BOOTSTRAP, then localhost:9092."""
+    f = click.option(
+        "--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+        help="Seconds to wait for a broker to answer before giving up.",
+    )(f)
+    return click.option(
+        "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+        envvar=BOOTSTRAP_ENV, show_envvar=True, metavar="HOST:PORT[,HOST:PORT]",
+        help="Brokers to bootstrap from.",
+    )(f)
+
+
+def error_text(exc: BaseException) -> str:
+    """One readable line for a client-library exception (kafka-python's `str()` of a broker
+    error dumps the whole request and response)."""
+    from kafka import errors as Errors
+
+    if isinstance(exc, Errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
+        return "no broker answered"
+    if isinstance(exc, Errors.BrokerResponseError) and exc.message:
+        return f"{exc.message}: {exc.description}"
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def broker_error(code: int, message: str | None = None) -> str:
+    """`NAME: explanation` for a Kafka error code, preferring the broker's own message."""
+    from kafka import errors as Errors
+
+    err = Errors.for_code(code)
+    return f"{err.message}: {message or err.description}"
+
+
+@contextmanager
+def kafka_errors(bootstrap: str) -> Iterator[None]:
+    """Turn client-library failures into a clean `Error: ...` and exit code 1."""
+    from kafka import errors as Errors
+
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except Errors.KafkaTimeoutError as e:
+        if "bootstrap" in str(e).lower():
+            raise click.ClickException(
+                f"cannot reach a broker at {bootstrap} (is it running? set --bootstrap-server "
+                f"or ${BOOTSTRAP_ENV})") from None
+        raise click.ClickException(error_text(e)) from None
+    except Errors.KafkaError as e:
+        raise click.ClickException(error_text(e)) from None
+    except ValueError as e:  # kafka-python's client-side checks, e.g. an illegal topic name
+        raise click.ClickException(str(e)) from None
+
+
+@contextmanager
+def admin_client(bootstrap: str, timeout_s: float) -> Iterator[Any]:
+    """A connected kafka-python KafkaAdminClient, closed afterwards."""
+    from kafka.admin import KafkaAdminClient
+
+    with kafka_errors(bootstrap):
+        ms = int(timeout_s * 1000)
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id="odradek-cli",
+            bootstrap_timeout_ms=ms, request_timeout_ms=max(ms, 1000),
+        )
+        try:
+            yield admin
+        finally:
+            admin.close()
+
+
+def parse_pairs(items: Iterable[str], what: str = "KEY=VALUE") -> dict[str, str]:
+    """`k=v` items (each may itself be a comma-separated list, as kafka-configs.sh accepts)."""
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key:
+                raise click.BadParameter(f"expected {what}, got {part!r}")
+            out[key.strip()] = value
+    return out
+
+
+def split_names(items: Iterable[str]) -> list[str]:
+    """Names given repeated and/or comma-separated."""
+    return [n for item in items for n in item.split(",") if n]
+
+
+def console() -> Any:
+    """A rich Console on stdout. Piped output gets unlimited width so tables are never
+    truncated or wrapped: scripts can split rows on whitespace as with Kafka's tools."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=100_000, no_color=True, highlight=False, soft_wrap=True)
+
+
+def table(*headers: str) -> Any:
+    """A borderless table laid out like the output of kafka-consumer-groups.sh."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD if sys.stdout.isatty() else None, pad_edge=False,
+              show_edge=False, header_style="bold")
+    for h in headers:
+        t.add_column(h, no_wrap=True)
+    return t

@@ -1,0 +1,333 @@
+"""`odradek groups`: list, describe, delete consumer groups and reset their offsets
+(kafka-consumer-groups.sh's jobs, with the same column names so runbooks carry over).
+
+Lag is `log end offset - committed offset` per partition, from ListOffsets(latest) and
+OffsetFetch; a partition assigned but never committed shows `-` as Kafka's tool does.
+`reset-offsets` only previews unless `--execute` is given, and refuses to touch a group that
+still has members (their next commit would overwrite the reset).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from clients.common import admin_client, bootstrap_option, console, split_names, table
+
+INACTIVE = {"Empty", "Dead"}
+
+
+def _describe(admin: Any, group: str) -> dict[str, Any]:
+    info = admin.describe_groups([group])[group]
+    if info.get("error"):
+        raise click.ClickException(f"group '{group}': {info['error']}")
+    if info["group_state"] == "Dead":
+        raise click.ClickException(f"consumer group '{group}' does not exist")
+    return info
+
+
+def _assignments(info: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(topic, partition) -> the member that owns it."""
+    owned: dict[tuple[str, int], dict[str, Any]] = {}
+    for m in info["members"]:
+        assignment = m.get("member_assignment") or {}
+        if not isinstance(assignment, dict):
+            continue
+        for tp in assignment.get("assigned_partitions") or []:
+            for p in tp["partitions"]:
+                owned[(tp["topic"], p)] = m
+    return owned
+
+
+def _offsets(admin: Any, tps: Iterable[Any], spec: Any) -> dict[tuple[str, int], int]:
+    from kafka.admin import OffsetSpec
+
+    tps = list(tps)
+    if not tps:
+        return {}
+    spec = {"earliest": OffsetSpec.EARLIEST, "latest": OffsetSpec.LATEST}.get(spec, spec)
+    found = admin.list_partition_offsets({tp: spec for tp in tps})
+    return {(tp.topic, tp.partition): r.offset for tp, r in found.items()}
+
+
+def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
+    got = admin.list_group_offsets(group).get(group, {})
+    return {(tp.topic, tp.partition): om.offset for tp, om in got.items() if om.offset >= 0}
+
+
+@click.group()
+def groups() -> None:
+    """List, describe and delete consumer groups; reset their committed offsets.
+
+    \b
+    Examples:
+      odradek groups list
+      odradek groups describe my-app
+      odradek groups reset-offsets my-app --topic clicks --to-earliest --execute
+      odradek groups delete my-app
+    """
+
+
+@groups.command("list")
+@bootstrap_option
+@click.option("--state", "states", multiple=True,
+              help="Only groups in this state (Stable, Empty, PreparingRebalance, ...); "
+                   "also prints each group's state.")
+def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...]) -> None:
+    """Print every consumer group's name (with --state: name and state).
+
+    \b
+    Examples:
+      odradek groups list
+      odradek groups list --state Stable --state Empty
+    """
+    wanted = split_names(states)
+    with admin_client(bootstrap, timeout_s) as admin:
+        found = admin.list_groups(states_filter=wanted or None)
+    found.sort(key=lambda g: g["group_id"])
+    if not wanted:
+        for g in found:
+            click.echo(g["group_id"])
+        return
+    t = table("GROUP", "STATE")
+    for g in found:
+        t.add_row(g["group_id"], g.get("group_state") or "")
+    console().print(t)
+
+
+@groups.command()
+@bootstrap_option
+@click.argument("names", nargs=-1, required=True)
+@click.option("--members", "view", flag_value="members", help="One row per member.")
+@click.option("--state", "view", flag_value="state", help="The group's state and coordinator.")
+@click.option("--offsets", "view", flag_value="offsets", default=True,
+              help="Per-partition offsets and lag (the default).")
+def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], view: str) -> None:
+    """Show a group's partitions with current offset, log end offset and lag.
+
+    \b
+    Examples:
+      odradek groups describe my-app
+      odradek groups describe my-app --members
+      odradek groups describe my-app --state
+    """
+    from kafka import TopicPartition
+
+    out = console()
+    with admin_client(bootstrap, timeout_s) as admin:
+        for group in split_names(names):
+            info = _describe(admin, group)
+            if view == "state":
+                coordinator = admin._manager.run(admin._find_coordinator_id, group)
+                broker = admin._manager.cluster.broker_metadata(coordinator)
+                where = f"{broker.host}:{broker.port} ({coordinator})" if broker else str(coordinator)
+                t = table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+                t.add_row(group, where, info.get("protocol_data") or "", info["group_state"],
+                          str(len(info["members"])))
+                out.print(t)
+                continue
+            if not info["members"] and info["group_state"] in INACTIVE:
+                click.echo(f"Consumer group '{group}' has no active members.")
+            if view == "members":
+                t = table("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
+                          "#PARTITIONS")
+                owned = _assignments(info)
+                for m in info["members"]:
+                    n = sum(1 for owner in owned.values() if owner is m)
+                    t.add_row(group, m["member_id"], m.get("group_instance_id") or "-",
+                              m["client_host"], m["client_id"], str(n))
+                out.print(t)
+                continue
+            owned = _assignments(info)
+            committed = _committed(admin, group)
+            keys = sorted(set(committed) | set(owned))
+            ends = _offsets(admin, (TopicPartition(t, p) for t, p in keys), "latest")
+            t = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                      "CONSUMER-ID", "HOST", "CLIENT-ID")
+            for key in keys:
+                cur, end, m = committed.get(key), ends.get(key), owned.get(key)
+                lag = "-" if cur is None or end is None else str(max(end - cur, 0))
+                t.add_row(group, key[0], str(key[1]), "-" if cur is None else str(cur),
+                          "-" if end is None else str(end), lag,
+                          m["member_id"] if m else "-", m["client_host"] if m else "-",
+                          m["client_id"] if m else "-")
+            out.print(t)
+
+
+@groups.command()
+@bootstrap_option
+@click.argument("names", nargs=-1, required=True)
+def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...]) -> None:
+    """Delete consumer groups (they must have no active members) and their offsets.
+
+    \b
+    Example:
+      odradek groups delete my-app old-app
+    """
+    wanted = split_names(names)
+    with admin_client(bootstrap, timeout_s) as admin:
+        results = admin.delete_groups(wanted)
+    failed = {g: r for g, r in results.items() if r != "OK"}
+    ok = [g for g in wanted if results.get(g) == "OK"]
+    if ok:
+        click.echo("Deletion of requested consumer groups ("
+                   + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
+    if failed:
+        raise click.ClickException("; ".join(f"group '{g}': {_named_error(r)}"
+                                             for g, r in failed.items()))
+
+
+def _named_error(name: str) -> str:
+    """kafka-python reports some per-item errors by class name only; spell them out."""
+    from kafka import errors as Errors
+
+    err = getattr(Errors, name, None)
+    return f"{err.message}: {err.description}" if getattr(err, "message", None) else name
+
+
+def parse_datetime(text: str) -> int:
+    """Milliseconds since the epoch for kafka-consumer-groups.sh's `--to-datetime` values
+    (`YYYY-MM-DDTHH:mm:SS[.sss][zone]`); no zone means the local time zone, as in Kafka."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a date-time like 2026-01-31T12:00:00.000 (optionally +01:00 or Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return int(when.timestamp() * 1000)
+
+
+def plan_reset(strategy: str, value: Any, current: dict[tuple[str, int], int],
+               earliest: dict[tuple[str, int], int], latest: dict[tuple[str, int], int],
+               by_time: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """New offsets per partition, clamped to [earliest, latest] as Kafka's tool clamps them.
+
+    `current` holds committed offsets; a partition without one resets from the log start for
+    `--shift-by` and stays at the log end for `--to-current`.
+    """
+    plan: dict[tuple[str, int], int] = {}
+    for key in sorted(earliest):
+        lo, hi = earliest[key], latest[key]
+        if strategy == "to-earliest":
+            target = lo
+        elif strategy == "to-latest":
+            target = hi
+        elif strategy == "to-current":
+            target = current.get(key, hi)
+        elif strategy == "to-offset":
+            target = value
+        elif strategy == "shift-by":
+            target = current.get(key, lo) + value
+        elif strategy == "to-datetime":
+            found = by_time.get(key, -1)
+            target = hi if found < 0 else found
+        else:
+            raise ValueError(strategy)
+        plan[key] = min(max(target, lo), hi)
+    return plan
+
+
+@groups.command("reset-offsets")
+@bootstrap_option
+@click.argument("group")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P]",
+              help="Topic to reset, optionally only some partitions (repeatable).")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", "strategy", flag_value="to-earliest", help="Log start offset.")
+@click.option("--to-latest", "strategy", flag_value="to-latest", help="Log end offset.")
+@click.option("--to-current", "strategy", flag_value="to-current", help="Committed offset.")
+@click.option("--to-offset", type=int, help="This offset.")
+@click.option("--shift-by", type=int, help="Committed offset plus N (may be negative).")
+@click.option("--to-datetime", help="First offset at or after YYYY-MM-DDTHH:mm:SS[.sss][zone].")
+@click.option("--dry-run/--execute", default=True, show_default=True,
+              help="Preview (default) or commit the new offsets.")
+def reset_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[str, ...],
+                  all_topics: bool, strategy: str | None, to_offset: int | None,
+                  shift_by: int | None, to_datetime: str | None, dry_run: bool) -> None:
+    """Move GROUP's committed offsets. Shows the plan unless --execute is given.
+
+    \b
+    Examples:
+      odradek groups reset-offsets my-app --topic clicks --to-earliest
+      odradek groups reset-offsets my-app --topic clicks:0,1 --shift-by -100 --execute
+      odradek groups reset-offsets my-app --all-topics --to-datetime 2026-11-01T00:00:00 --execute
+    """
+    from kafka import TopicPartition
+
+    chosen = [(name, v) for name, v in (("to-offset", to_offset), ("shift-by", shift_by),
+                                        ("to-datetime", to_datetime)) if v is not None]
+    if strategy:
+        chosen.append((strategy, None))
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-current, "
+                               "--to-offset, --shift-by, --to-datetime")
+    strategy, value = chosen[0]
+    if strategy == "to-datetime":
+        value = parse_datetime(value)
+    if bool(topics) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+
+    with admin_client(bootstrap, timeout_s) as admin:
+        info = admin.describe_groups([group])[group]
+        state = info["group_state"]
+        if state not in INACTIVE:
+            raise click.ClickException(
+                f"assignments can only be reset if the group '{group}' is inactive, "
+                f"but the current state is {state}")
+        current = _committed(admin, group)
+        if all_topics:
+            tps = [TopicPartition(t, p) for t, p in sorted(current)]
+        else:
+            tps = _partitions_of(admin, topics)
+        if not tps:
+            raise click.ClickException(f"group '{group}' has no committed offsets to reset")
+        earliest = _offsets(admin, tps, "earliest")
+        latest = _offsets(admin, tps, "latest")
+        by_time = _offsets(admin, tps, value) if strategy == "to-datetime" else {}
+        plan = plan_reset(strategy, value, current, earliest, latest, by_time)
+        if not dry_run:
+            from kafka.structs import OffsetAndMetadata
+
+            result = admin.alter_group_offsets(group, {
+                TopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in plan.items()})
+            errors = [f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in result.items()
+                      if getattr(err, "errno", 0)]
+            if errors:
+                raise click.ClickException("reset failed for " + ", ".join(errors))
+    t = table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+    for (topic, p), offset in plan.items():
+        t.add_row(group, topic, str(p), str(offset))
+    console().print(t)
+    if dry_run:
+        click.echo("(dry run: nothing was changed; add --execute to commit these offsets)",
+                   err=True)
+
+
+def _partitions_of(admin: Any, specs: Iterable[str]) -> list[Any]:
+    """TopicPartitions for `topic` or `topic:0,2` specs, checked against the cluster."""
+    from kafka import TopicPartition
+
+    wanted: dict[str, list[int] | None] = {}
+    for spec in specs:
+        name, _, parts = spec.partition(":")
+        try:
+            wanted[name] = [int(p) for p in parts.split(",") if p] if parts else None
+        except ValueError:
+            raise click.BadParameter(f"{spec!r}: partitions must be numbers, like topic:0,1") from None
+    described = {t["name"]: t for t in admin.describe_topics(list(wanted))}
+    tps = []
+    for name, parts in wanted.items():
+        t = described.get(name)
+        if t is None or t["error_code"] == 3:
+            raise click.ClickException(f"topic '{name}' does not exist")
+        have = sorted(p["partition_index"] for p in t["partitions"])
+        for p in parts if parts is not None else have:
+            if p not in have:
+                raise click.ClickException(f"topic '{name}' has no partition {p}")
+            tps.append(TopicPartition(name, p))
+    return tps

@@ -1,0 +1,185 @@
+"""`odradek topics`: list, describe, create, delete and alter topics (kafka-topics.sh's jobs).
+
+`describe` prints kafka-topics.sh's own layout (a `Topic:` line, then one tab-separated line per
+partition with Leader, Replicas and Isr), so scripts and habits written for Kafka carry over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from clients.common import admin_client, bootstrap_option, broker_error, parse_pairs, split_names
+
+NO_LEADER = -1
+
+
+def _fail_on_errors(results: list[dict[str, Any]], ignore: set[int] = frozenset()) -> None:
+    errors = [f"topic '{r['name']}': {broker_error(r['error_code'], r.get('error_message'))}"
+              for r in results if r["error_code"] and r["error_code"] not in ignore]
+    if errors:
+        raise click.ClickException("; ".join(errors))
+
+
+@click.group()
+def topics() -> None:
+    """Create, list, describe, alter and delete topics.
+
+    \b
+    Examples:
+      odradek topics create clicks --partitions 6 --config retention.ms=86400000
+      odradek topics describe clicks
+      odradek topics alter clicks --partitions 12
+      odradek topics delete clicks
+    """
+
+
+@topics.command("list")
+@bootstrap_option
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (__consumer_offsets).")
+def list_(bootstrap: str, timeout_s: float, exclude_internal: bool) -> None:
+    """Print the name of every topic, one per line.
+
+    \b
+    Example:
+      odradek topics list --exclude-internal
+    """
+    with admin_client(bootstrap, timeout_s) as admin:
+        described = admin.describe_topics()
+    for t in sorted(described, key=lambda t: t["name"]):
+        if not (exclude_internal and t.get("is_internal")):
+            click.echo(t["name"])
+
+
+def _topic_configs(admin: Any, names: list[str]) -> dict[str, dict[str, str]]:
+    """The non-default (dynamic) configs of each topic, as kafka-topics.sh shows them."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in names])
+    return {name: {k: v["value"] for k, v in sorted(cfg.items())}
+            for name, cfg in described.get("topic", {}).items()}
+
+
+@topics.command()
+@bootstrap_option
+@click.argument("names", nargs=-1)
+@click.option("--exclude-internal", is_flag=True, help="With no NAMES: leave out internal topics.")
+def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_internal: bool) -> None:
+    """Show partitions with leader, replicas and ISR (all topics when no NAMES are given).
+
+    \b
+    Example:
+      odradek topics describe clicks page-counts
+    """
+    wanted = split_names(names)
+    with admin_client(bootstrap, timeout_s) as admin:
+        described = admin.describe_topics(wanted or None)
+        missing = [t["name"] for t in described if t["error_code"] == 3]
+        if missing:
+            raise click.ClickException(
+                ", ".join(f"topic '{n}' does not exist" for n in missing))
+        _fail_on_errors(described)
+        if exclude_internal and not wanted:
+            described = [t for t in described if not t.get("is_internal")]
+        described.sort(key=lambda t: t["name"])
+        configs = _topic_configs(admin, [t["name"] for t in described]) if described else {}
+    for t in described:
+        parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        rf = len(parts[0]["replica_nodes"]) if parts else 0
+        cfg = ",".join(f"{k}={v}" for k, v in configs.get(t["name"], {}).items())
+        click.echo(f"Topic: {t['name']}\tTopicId: {t.get('topic_id')}\tPartitionCount: {len(parts)}"
+                   f"\tReplicationFactor: {rf}\tConfigs: {cfg}")
+        for p in parts:
+            leader = "none" if p["leader_id"] == NO_LEADER else p["leader_id"]
+            click.echo(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {leader}"
+                       f"\tReplicas: {','.join(map(str, p['replica_nodes']))}"
+                       f"\tIsr: {','.join(map(str, p['isr_nodes']))}")
+
+
+@topics.command()
+@bootstrap_option
+@click.argument("name")
+@click.option("--partitions", "-p", type=click.IntRange(min=1),
+              help="Number of partitions (default: the broker's num.partitions).")
+@click.option("--replication-factor", "-r", type=click.IntRange(min=1),
+              help="Replicas per partition (default: the broker's default.replication.factor).")
+@click.option("--config", "-c", "config", multiple=True, metavar="KEY=VALUE",
+              help="Topic config override (repeatable or comma-separated).")
+@click.option("--if-not-exists", is_flag=True, help="Succeed quietly when the topic exists.")
+@click.option("--validate-only", is_flag=True, help="Ask the broker to check, not create.")
+def create(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
+           replication_factor: int | None, config: tuple[str, ...], if_not_exists: bool,
+           validate_only: bool) -> None:
+    """Create topic NAME.
+
+    \b
+    Examples:
+      odradek topics create clicks --partitions 6 --replication-factor 1
+      odradek topics create audit -c cleanup.policy=compact -c min.compaction.lag.ms=60000
+    """
+    spec = {name: {"num_partitions": partitions or -1,
+                   "replication_factor": replication_factor or -1,
+                   "configs": parse_pairs(config)}}
+    with admin_client(bootstrap, timeout_s) as admin:
+        result = admin.create_topics(spec, validate_only=validate_only, raise_errors=False)
+    ignore = {36} if if_not_exists else set()  # TOPIC_ALREADY_EXISTS
+    _fail_on_errors(result["topics"], ignore)
+    if result["topics"][0]["error_code"] == 0:
+        verb = "Topic creation would succeed for" if validate_only else "Created topic"
+        click.echo(f"{verb} {name}.")
+
+
+@topics.command()
+@bootstrap_option
+@click.argument("names", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="Succeed quietly for topics that do not exist.")
+def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], if_exists: bool) -> None:
+    """Delete the topics NAMES (and all their data).
+
+    \b
+    Example:
+      odradek topics delete clicks page-counts
+    """
+    wanted = split_names(names)
+    with admin_client(bootstrap, timeout_s) as admin:
+        result = admin.delete_topics(wanted, raise_errors=False)
+    rows = result["topics"]
+    _fail_on_errors(rows, {3} if if_exists else set())  # UNKNOWN_TOPIC_OR_PARTITION
+    for r in rows:
+        if r["error_code"] == 0:
+            click.echo(f"Deleted topic {r['name']}.")
+
+
+@topics.command()
+@bootstrap_option
+@click.argument("name")
+@click.option("--partitions", "-p", type=click.IntRange(min=1),
+              help="New total number of partitions (can only grow).")
+@click.option("--config", "-c", "config", multiple=True, metavar="KEY=VALUE",
+              help="Set a topic config (repeatable or comma-separated).")
+@click.option("--delete-config", multiple=True, metavar="KEY",
+              help="Remove a topic config override, back to the broker default.")
+def alter(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
+          config: tuple[str, ...], delete_config: tuple[str, ...]) -> None:
+    """Add partitions to topic NAME or change its configs.
+
+    \b
+    Examples:
+      odradek topics alter clicks --partitions 12
+      odradek topics alter clicks -c retention.ms=3600000 --delete-config segment.bytes
+    """
+    from clients.configs import alter_resource_configs
+
+    sets = parse_pairs(config)
+    deletes = split_names(delete_config)
+    if partitions is None and not sets and not deletes:
+        raise click.UsageError("nothing to alter: give --partitions, --config or --delete-config")
+    with admin_client(bootstrap, timeout_s) as admin:
+        if partitions is not None:
+            result = admin.create_partitions({name: partitions}, raise_errors=False)
+            _fail_on_errors(result.to_dict()["results"])
+            click.echo(f"Topic {name} now has {partitions} partitions.")
+        if sets or deletes:
+            alter_resource_configs(admin, "topic", name, sets, deletes)
+            click.echo(f"Updated configs of topic {name}.")

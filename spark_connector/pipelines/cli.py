@@ -2,9 +2,45 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
 @click.group()
 def pipeline() -> None:
     """Example Spark Structured Streaming pipelines over Odradek topics."""
+
+
+@pipeline.command()
+@click.option("--bootstrap-server", default="127.0.0.1:9092", show_default=True)
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("clickstream-output"), show_default=True,
+              help="Parquet output and checkpoint directory.")
+@click.option("--events", type=int, default=600, show_default=True, help="Clicks to generate.")
+@click.option("--available-now", is_flag=True,
+              help="Produce all clicks first (simulated event times), process them, stop.")
+@click.option("--rate", type=float, default=20.0, show_default=True,
+              help="Live mode: clicks per second.")
+@click.option("--spacing-ms", type=int, default=100, show_default=True,
+              help="--available-now: event-time gap between simulated clicks.")
+@click.option("--trigger-seconds", type=int, default=5, show_default=True,
+              help="Live mode: micro-batch interval.")
+def clickstream(bootstrap_server: str, output: Path, events: int, available_now: bool,
+                rate: float, spacing_ms: int, trigger_seconds: int) -> None:
+    """Clicks -> Spark (10 s event-time windows, watermark) -> topic page-counts + Parquet.
+
+    \b
+    Examples:
+      odradek pipeline clickstream --available-now --events 600
+      odradek pipeline clickstream --rate 50 --events 3000
+    """
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise click.ClickException("PySpark is not installed: pip install 'odradek[spark]'"
+                                   ) from None
+    from spark_connector.pipelines.clickstream import run
+
+    raise SystemExit(run(bootstrap_server, output, events=events, available_now=available_now,
+                         rate=rate, spacing_ms=spacing_ms, trigger_seconds=trigger_seconds))

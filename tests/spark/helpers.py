@@ -1,0 +1,93 @@
+"""Broker-side helpers for the Spark tests: create topics, produce and consume with kafka-python,
+independently of the data source under test."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_names = itertools.count()
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> str:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="spark-tests")
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+    return name
+
+
+def add_partitions(bootstrap: str, name: str, total: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="spark-tests")
+    try:
+        admin.create_partitions({name: NewPartitions(total)})
+    finally:
+        admin.close()
+
+
+@dataclass(frozen=True)
+class Produced:
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def produce(bootstrap: str, topic: str,
+            records: Iterable[tuple[bytes | None, bytes | None, int | None, int | None,
+                                    list[tuple[str, bytes]]]]) -> list[Produced]:
+    """Send (key, value, partition, timestamp_ms, headers) records and return what the broker
+    acknowledged: the partition, offset and timestamp each record got."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=256 * 1024)
+    try:
+        sent = []
+        for key, value, partition, ts, headers in records:
+            fut = producer.send(topic, key=key, value=value, partition=partition,
+                                timestamp_ms=ts, headers=headers)
+            sent.append((key, value, headers, fut))
+        producer.flush()
+        out = []
+        for key, value, headers, fut in sent:
+            md = fut.get(timeout=30)
+            out.append(Produced(key, value, md.partition, md.offset, md.timestamp,
+                                tuple(headers)))
+        return out
+    finally:
+        producer.close()
+
+
+def consume_all(bootstrap: str, topic: str) -> list[tuple[int, int, bytes | None, bytes | None,
+                                                          tuple[tuple[str, bytes], ...]]]:
+    """Every record of `topic` as (partition, offset, key, value, headers), read to the high
+    watermark of each partition with a group-less kafka-python consumer."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        out = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for recs in consumer.poll(timeout_ms=1000).values():
+                out.extend((r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                           for r in recs)
+        return sorted(out)
+    finally:
+        consumer.close()

@@ -1,0 +1,119 @@
+"""Structured Streaming through `format("odradek")`: checkpointed reads, rate limits, restarts,
+new partitions, and the streaming sink, against a real broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.helpers import add_partitions, consume_all, create_topic, produce, unique_topic
+
+QUERY_TIMEOUT_S = 120
+
+
+def run_available_now(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path,
+                      **options: str) -> list[int]:
+    """Run `topic` -> Parquet with Trigger.AvailableNow to completion; return the number of
+    input rows of each micro-batch that read something."""
+    reader = (spark.readStream.format("odradek")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (reader.load()
+             .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("parquet")
+             .option("path", str(out))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True)
+             .start())
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "streaming query did not finish"
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def read_parquet(spark: Any, path: Path) -> list[tuple[int, int, str]]:
+    return sorted(tuple(r) for r in spark.read.parquet(str(path)).collect())
+
+
+def test_streaming_read_exactly_once_across_restart(spark: Any, bootstrap: str,
+                                                    scratch: Path) -> None:
+    topic = create_topic(bootstrap, unique_topic("stream"), 2)
+    first = produce(bootstrap, topic, ((None, str(i).encode(), i % 2, None, [])
+                                       for i in range(1000)))
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+
+    batches = run_available_now(spark, bootstrap, topic, out, checkpoint,
+                                startingOffsets="earliest", maxOffsetsPerTrigger="300")
+    assert batches == [300, 300, 300, 100]
+    want = sorted((p.partition, p.offset, p.value.decode()) for p in first)
+    assert read_parquet(spark, out) == want
+
+    # Stopped. More data arrives, including in a partition created meanwhile.
+    add_partitions(bootstrap, topic, 3)
+    second = produce(bootstrap, topic, ((None, f"new-{i}".encode(), i % 3, None, [])
+                                        for i in range(450)))
+    batches = run_available_now(spark, bootstrap, topic, out, checkpoint,
+                                startingOffsets="earliest", maxOffsetsPerTrigger="300")
+    assert batches == [300, 150]
+    want += sorted((p.partition, p.offset, p.value.decode()) for p in second)
+    assert read_parquet(spark, out) == sorted(want)  # every record exactly once
+
+    # Nothing new: a restart reads nothing.
+    assert run_available_now(spark, bootstrap, topic, out, checkpoint) == []
+
+
+def test_streaming_starts_at_latest_by_default(spark: Any, bootstrap: str,
+                                               scratch: Path) -> None:
+    topic = create_topic(bootstrap, unique_topic("latest"), 1)
+    produce(bootstrap, topic, ((None, b"old", 0, None, []) for _ in range(5)))
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    assert run_available_now(spark, bootstrap, topic, out, checkpoint) == []
+    produce(bootstrap, topic, ((None, b"new", 0, None, []) for _ in range(3)))
+    assert run_available_now(spark, bootstrap, topic, out, checkpoint) == [3]
+    assert read_parquet(spark, out) == [(0, 5, "new"), (0, 6, "new"), (0, 7, "new")]
+
+
+def test_streaming_write_round_trips(spark: Any, bootstrap: str, scratch: Path) -> None:
+    source = create_topic(bootstrap, unique_topic("rt-src"), 2)
+    sink = create_topic(bootstrap, unique_topic("rt-dst"), 3)
+    produced = produce(bootstrap, source, (
+        (f"k{i}".encode(), f"v{i}".encode(), i % 2, None, [("i", str(i).encode())])
+        for i in range(500)))
+
+    query = (spark.readStream.format("odradek")
+             .option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source)
+             .option("startingOffsets", "earliest")
+             .option("includeHeaders", "true")
+             .option("maxOffsetsPerTrigger", "200")
+             .load()
+             .selectExpr("key", "upper(CAST(value AS STRING)) AS value", "headers")
+             .writeStream.format("odradek")
+             .option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", sink)
+             .option("checkpointLocation", str(scratch / "checkpoint"))
+             .trigger(availableNow=True)
+             .start())
+    assert query.awaitTermination(QUERY_TIMEOUT_S)
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [
+        200, 200, 100]
+
+    got = sorted((k, v, h) for _p, _o, k, v, h in consume_all(bootstrap, sink))
+    want = sorted((p.key, p.value.upper(), p.headers) for p in produced)
+    assert got == want
+
+
+def test_streaming_refuses_ending_offsets(spark: Any, bootstrap: str, scratch: Path) -> None:
+    df = (spark.readStream.format("odradek")
+          .option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", "any")
+          .option("endingOffsets", "latest")
+          .load())
+    with pytest.raises(Exception, match="option 'endingOffsets' is not valid in streaming"):
+        query = (df.writeStream.format("memory").queryName("refused")
+                 .option("checkpointLocation", str(scratch / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(QUERY_TIMEOUT_S)

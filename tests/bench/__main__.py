@@ -4,7 +4,13 @@ Each `tests/bench/bench_*.py` prints its own markdown when run as a module; this
 under one header that records the machine and the date, so numbers are never read without the
 context they were measured in.
 
-    python -m tests.bench [--only protocol,storage] [--out docs/benchmarks.md]
+    python -m tests.bench [--only protocol,storage] [--out docs/benchmarks.md] [--scale 0.01]
+                          [--compare docs/benchmarks.json]
+
+Modules that write files next to the page (plots under img/, raw JSON) or scale their sizes read
+ODRADEK_BENCH_OUT / ODRADEK_BENCH_SCALE / ODRADEK_BENCH_COMPARE, which this sets from --out,
+--scale and --compare. --compare names a previous run's raw results: the run is refused
+(exit 2, nothing measured or written) if they come from a different machine.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ BENCHES = {
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
     "broker": ("Broker throughput, CPU per record and latency (confluent-kafka client)", "tests.bench.bench_broker"),
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
+    "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),
+    "peers": ("Side by side: Redis Streams, NATS JetStream and the machine's limits", "tests.bench.bench_peers"),
 }
 
 
@@ -49,7 +57,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default=",".join(BENCHES))
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="size factor for modules that take one (0.01 for a smoke run)")
+    ap.add_argument("--compare", type=Path,
+                    help="previous raw results (JSON) from this machine to compare against")
     args = ap.parse_args(argv)
+    if args.compare is not None:
+        from tests.bench.results import MachineMismatch, load_comparable
+
+        try:
+            load_comparable(args.compare)
+        except MachineMismatch as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    env = {**os.environ, "ODRADEK_BENCH_OUT": str(args.out.resolve()),
+           "ODRADEK_BENCH_SCALE": str(args.scale)}
+    if args.compare is not None:
+        env["ODRADEK_BENCH_COMPARE"] = str(args.compare.resolve())
     parts = [
         "# Benchmarks",
         "",
@@ -61,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only.split(","):
         title, module = BENCHES[name]
         print(f"running {module} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run([sys.executable, "-m", module], cwd=REPO, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", module], cwd=REPO, capture_output=True, text=True,
+                              env=env)
         if proc.returncode != 0:
             failed = True
             body = f"failed:\n\n```\n{proc.stderr[-2000:]}\n```"

@@ -1,0 +1,138 @@
+"""The peer benchmark harness works end to end at a tiny size: Odradek, redis-server and
+nats-server started, every workload measured, tables with ratios, plots and raw JSON written
+to a temp dir (never docs/). No timing assertions: this proves the harness, not the numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.results import MachineMismatch, fingerprint, load_comparable, save
+from tests.broker_process import REPO
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.bench", "--only", "peers", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def previous_run(path: Path, rps: float) -> None:
+    """Raw results of an earlier run on this machine holding one Odradek produce row."""
+    save(path, {"rows": [{"kind": "produce", "size": 100, "partitions": 1, "acks": "1",
+                          "system": "Odradek", "records": 1000, "bytes": 100_000,
+                          "seconds": 1000 / rps, "window_s": 1.0, "broker_cpu_s": 0.0,
+                          "client_cpu_s": 0.0}]})
+
+
+def test_tiny_run_writes_tables_plots_and_raw_results(tmp_path: Path) -> None:
+    out = tmp_path / "site" / "benchmarks.md"
+    out.parent.mkdir()
+    old = tmp_path / "previous.json"
+    previous_run(old, rps=1.0)
+    r = bench("--scale", "0.005", "--out", str(out), "--compare", str(old))
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = out.read_text()
+    assert "failed:" not in md
+    assert "## Side by side: Redis Streams, NATS JetStream" in md
+    for heading in ("### Ratio summary", "### Throughput (records/s)",
+                    "### Broker CPU per record (µs) and per MB (ms)",
+                    "### End-to-end latency", "### Physical limits", "### Raw figures"):
+        assert heading in md, heading
+    for ratio in ("| Redis, all workloads |", "| NATS, all workloads |",
+                  "| sequential disk write, best produce |", "| loopback TCP, best produce |",
+                  "Odradek / Redis", "Odradek / NATS", "Odradek / disk", "Odradek / loopback"):
+        assert ratio in md, ratio
+
+    raw = [line for line in md.splitlines()
+           if line.startswith(("| produce", "| consume")) and "| Odradek |" in line]
+    # 8 produce + 4 consume + 8 produce+consume workloads in the raw table, Odradek's rows
+    assert len(raw) == 20
+    for kind, count in (("produce", 8), ("consume", 4), ("produce+consume", 8)):
+        assert sum(line.startswith(f"| {kind} |") for line in raw) == count
+    e2e = [line for line in md.splitlines() if line.startswith(("| 1,000 |", "| 10,000 |"))]
+    assert {line.split("|")[2].strip() for line in e2e} == {"Odradek", "Redis", "NATS"}
+    assert len(e2e) == 6
+
+    # the comparison with the earlier run (1 record/s then) is there, as a now/then ratio
+    section = md.split("(same machine)", 1)[1].split("\n\n")[1].splitlines()
+    assert section[0].startswith("| workload | record | partitions | acks | Odradek now / then |")
+    assert len(section) == 3  # header, rule, the one workload both runs have
+    cells = [c.strip() for c in section[2].strip("|").split("|")]
+    assert cells[:4] == ["produce", "100 B", "1", "1"]
+    assert float(cells[4].rstrip("x")) > 1 and cells[5:] == ["n/a", "n/a"]
+
+    for name in ("peers-throughput.png", "peers-cpu.png", "peers-e2e-latency.png"):
+        png = out.parent / "img" / name
+        data = png.read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, name
+        assert f"](img/{name})" in md
+
+    doc = json.loads(out.with_suffix(".json").read_text())
+    assert doc["fingerprint"] == fingerprint()
+    # the page can be re-rendered from the raw results alone, measuring nothing
+    again = subprocess.run([sys.executable, "-m", "tests.bench.bench_peers", "--render",
+                            str(out.with_suffix(".json")), "--out", str(tmp_path / "again.md")],
+                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split("### Ratio summary")[1] == md.split("### Ratio summary")[1].split(
+        "### Against the run")[0].rstrip("\n") + "\n"
+    assert (tmp_path / "img" / "peers-throughput.png").exists()
+    rows = doc["results"]["rows"]
+    assert len(rows) == 60  # 20 workloads x 3 systems
+    assert {row["system"] for row in rows} == {"Odradek", "Redis", "NATS"}
+    assert all(row["records"] == 1000 and row["seconds"] > 0 for row in rows)
+    assert all(e["received"] == e["sent"] for e in doc["results"]["e2e"])
+    assert doc["results"]["limits"]["disk_write_mb_s"] > 0
+    assert doc["results"]["limits"]["loopback_tcp_mb_s"] > 0
+
+
+def test_refuses_to_compare_with_another_machine(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    previous_run(other, rps=1000.0)
+    doc = json.loads(other.read_text())
+    doc["fingerprint"]["cpu"] = "Some Other CPU @ 1.00GHz"
+    other.write_text(json.dumps(doc))
+    out = tmp_path / "benchmarks.md"
+    r = bench("--compare", str(other), "--out", str(out), timeout=60)
+    assert r.returncode == 2
+    assert "refusing to compare" in r.stderr and "Some Other CPU" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()  # nothing measured, nothing written
+    r = subprocess.run([sys.executable, "-m", "tests.bench.bench_peers", "--render", str(other),
+                        "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 2 and "refusing to compare" in r.stderr
+    assert not (tmp_path / "img").exists()
+
+
+def test_comparable_only_with_the_same_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    save(path, {"rows": []})
+    assert load_comparable(path)["results"] == {"rows": []}
+    doc = json.loads(path.read_text())
+    doc["fingerprint"]["cores"] += 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(MachineMismatch, match="cores"):
+        load_comparable(path)
+    path.write_text("{not json")
+    with pytest.raises(MachineMismatch, match="cannot read"):
+        load_comparable(path)
+
+
+def test_servers_are_stopped_when_a_workload_fails(tmp_path: Path) -> None:
+    from tests.bench.bench_peers import running
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), running(["odradek", "redis", "nats"], tmp_path) as systems:
+        procs = [getattr(s, "broker" if s.name == "Odradek" else "server").proc for s in systems]
+        assert all(p is not None and p.poll() is None for p in procs)
+        raise Boom
+    assert all(p is not None and p.poll() is not None for p in procs)

@@ -1,0 +1,180 @@
+"""`odradek perf produce|consume|e2e` end to end: subprocesses against a real broker, their final
+lines parsed the way a script written for Kafka's perf tools would parse them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from clients.perf_stats import (
+    CONSUME_HEADER,
+    MB,
+    parse_consume_line,
+    parse_e2e_line,
+    parse_produce_line,
+)
+from tests.broker_process import REPO, BrokerProcess, free_port
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("perf") / "data",
+                      overrides=["num.partitions=1", "group.initial.rebalance.delay.ms=0"]).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        fut.result(30)
+
+
+def perf(*args: str, bootstrap: str | None = None, timeout: float = 90,
+         ) -> subprocess.CompletedProcess[str]:
+    """`odradek perf ARGS` as a user runs it; the broker comes from $ODRADEK_BOOTSTRAP."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("ODRADEK_BOOTSTRAP", None)
+    if bootstrap is not None:
+        env["ODRADEK_BOOTSTRAP"] = bootstrap
+    return subprocess.run([sys.executable, "-m", "clients.cli", "perf", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def ok(*args: str, bootstrap: str) -> list[str]:
+    r = perf(*args, bootstrap=bootstrap)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    return r.stdout.splitlines()
+
+
+def failed(*args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess[str]:
+    r = perf(*args, bootstrap=bootstrap)
+    assert r.returncode != 0, (args, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("Error: "), r.stderr
+    return r
+
+
+def test_produce_then_consume_count_every_record_and_byte(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    create_topic(b, "perf-rt", 3)
+    out = ok("produce", "perf-rt", "--num-records", "3000", "--record-size", "200", "--acks", "1",
+             bootstrap=b)
+    assert len(out) == 1  # stdout is the summary line only; the progress bar is stderr's
+    p = parse_produce_line(out[0])
+    assert p["records"] == 3000
+    assert p["mbps"] == pytest.approx(p["rps"] * 200 / MB, rel=0.01, abs=0.01)
+    assert 0 <= p["p50"] <= p["p95"] <= p["p99"] <= p["p999"] <= p["max"]
+    assert p["avg"] <= p["max"]
+
+    out = ok("consume", "perf-rt", "--messages", "3000", bootstrap=b)
+    assert out[0] == CONSUME_HEADER
+    c = parse_consume_line(out[1])
+    assert c["data.consumed.in.nMsg"] == 3000
+    assert c["data.consumed.in.MB"] == pytest.approx(3000 * 200 / MB, abs=1e-4)
+    assert c["start.time"] <= c["end.time"]
+
+    # asking for more than there is: the figures still print, the exit code says it fell short
+    r = failed("consume", "perf-rt", "-n", "3001", "--timeout", "1", "--hide-header", bootstrap=b)
+    assert parse_consume_line(r.stdout.splitlines()[0])["data.consumed.in.nMsg"] == 3000
+    assert "consumed 3000 of 3001 records" in r.stderr
+
+
+def test_produce_never_exceeds_the_target_throughput(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "perf-throttled", 1)
+    out = ok("produce", "perf-throttled", "-n", "300", "-s", "10", "--throughput", "1000",
+             "--compression", "lz4", bootstrap=broker.bootstrap)
+    p = parse_produce_line(out[-1])
+    assert p["records"] == 300
+    # record i is sent no earlier than i/1000 s after the first: at most 300 in 0.299 s
+    assert p["rps"] <= 1000 * 300 / 299 + 1
+
+
+def test_consume_as_a_group_commits_what_it_read(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    create_topic(b, "perf-group", 2)
+    ok("produce", "perf-group", "-n", "500", "-s", "50", bootstrap=b)
+    out = ok("consume", "perf-group", "-n", "500", "--group", "perf-readers", bootstrap=b)
+    assert parse_consume_line(out[1])["data.consumed.in.nMsg"] == 500
+
+    c = Consumer({"bootstrap.servers": b, "group.id": "perf-readers", "log_level": 3})
+    try:
+        parts = [TopicPartition("perf-group", p) for p in range(2)]
+        committed = {tp.partition: tp.offset for tp in c.committed(parts, timeout=10)}
+        ends = {tp.partition: c.get_watermark_offsets(tp, timeout=10)[1] for tp in parts}
+    finally:
+        c.close()
+    assert sum(ends.values()) == 500
+    for p, end in ends.items():  # every record read is committed; an empty partition has nothing
+        assert committed[p] == end if end else committed[p] < 0, (committed, ends)
+
+
+def test_e2e_prints_a_histogram_and_writes_a_png(broker: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "perf-e2e", 1)
+    plot = tmp_path / "plots" / "e2e.png"
+    out = ok("e2e", "perf-e2e", "--rate", "500", "--duration", "1", "--record-size", "64",
+             "--plot", str(plot), bootstrap=broker.bootstrap)
+    summary = next(line for line in out if "end-to-end latency" in line)
+    e = parse_e2e_line(summary)
+    assert (e["sent"], e["received"], e["rate"]) == (500, 500, 500)
+    assert 0 < e["p50"] <= e["p95"] <= e["p99"] <= e["p999"] <= e["max"]
+    assert out[0] == "latency histogram (ms, 500 samples):"
+    rows = out[1:out.index(summary)]
+    assert sum(int(row.split("ms")[1].split()[0]) for row in rows) == 500
+    assert out[-1] == f"wrote {plot}"
+    data = plot.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "t", "-n", "10"],
+    ["consume", "t", "-n", "10"],
+    ["e2e", "t", "-d", "1"],
+])
+def test_unreachable_broker_is_one_clear_line(command: list[str]) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    r = failed(*command, "--timeout", "1", bootstrap=address)
+    assert f"cannot reach a broker at {address}" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "no-such-topic", "-n", "10"],
+    ["consume", "no-such-topic", "-n", "10"],
+    ["e2e", "no-such-topic", "-d", "1"],
+])
+def test_unknown_topic_is_a_clear_error(broker: BrokerProcess, command: list[str]) -> None:
+    r = failed(*command, bootstrap=broker.bootstrap)
+    assert "topic 'no-such-topic' does not exist" in r.stderr
+
+
+def test_bad_client_property_and_bootstrap_flag_beats_env(broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "perf-props", 1)
+    r = failed("produce", "perf-props", "-n", "1", "-X", "no.such.property=1",
+               bootstrap=broker.bootstrap)
+    assert 'No such configuration property: "no.such.property"' in r.stderr
+    # --bootstrap-server wins over $ODRADEK_BOOTSTRAP (which points nowhere here)
+    out = ok("produce", "perf-props", "-n", "5", "--bootstrap-server", broker.bootstrap,
+             bootstrap=f"127.0.0.1:{free_port()}")
+    assert parse_produce_line(out[0])["records"] == 5
+
+
+@pytest.mark.parametrize("command", ["produce", "consume", "e2e"])
+def test_help_has_examples(command: str) -> None:
+    r = perf(command, "--help")
+    assert r.returncode == 0
+    assert "Examples:" in r.stdout
+    assert f"  odradek perf {command} " in r.stdout  # \b keeps example lines unwrapped
+    assert "ODRADEK_BOOTSTRAP" in r.stdout

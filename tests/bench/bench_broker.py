@@ -11,7 +11,6 @@ process from /proc, divided by records) does not depend on how fast the client i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -23,14 +22,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.bench.peers import cpu_seconds  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:

@@ -241,6 +241,10 @@ class TransactionIndex:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset): last_offset >=
         fetch_offset and first_offset < upper_bound_offset. Complete (no need to look at the next
         segment) as soon as an entry's LSO is >= upper_bound_offset."""
+        if self._last_offset is None:
+            # no entries (known since open: every change keeps _last_offset current); this is
+            # every read_committed fetch of a log without aborted transactions, so no stat()
+            return TxnIndexSearchResult([], False)
         found: list[AbortedTxn] = []
         for _, txn in self._iter():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:

@@ -137,6 +137,31 @@ def test_collect_aborted_transactions(index):
     assert index.collect_aborted_txns(20, 41) == TxnIndexSearchResult(txns[2:4], False)
 
 
+def test_collect_after_reopen_truncate_and_reset(index, path):
+    """Collecting short-cuts an index known to be empty; it must still see entries read back
+    from the file, and none after they were truncated away or reset."""
+    assert index.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
+    assert not path.exists()  # an empty index never creates its file
+    txns = [AbortedTxn(0, 0, 10, 11), AbortedTxn(1, 12, 20, 21)]
+    for t in txns:
+        index.append(t)
+    index.flush()
+    index.close()
+    reopened = TransactionIndex(0, path)
+    try:
+        assert reopened.collect_aborted_txns(0, 100) == TxnIndexSearchResult(txns, False)
+        reopened.truncate_to(12)
+        assert reopened.collect_aborted_txns(0, 100) == TxnIndexSearchResult(txns[:1], False)
+        reopened.truncate_to(0)
+        assert reopened.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
+        reopened.append(txns[1])
+        assert reopened.collect_aborted_txns(0, 100) == TxnIndexSearchResult(txns[1:], False)
+        reopened.reset()
+        assert reopened.collect_aborted_txns(0, 100) == TxnIndexSearchResult([], False)
+    finally:
+        reopened.close()
+
+
 def test_truncate(index, path):
     txns = [
         AbortedTxn(0, 0, 10, 2),

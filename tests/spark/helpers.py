@@ -7,7 +7,20 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+
+def _spark_version() -> tuple[int, int]:
+    from pyspark import __version__
+
+    major, minor = __version__.split(".")[:2]
+    return int(major), int(minor)
+
 _names = itertools.count()
+
+# PySpark gave Python streaming sources admission control (latestOffset(start, limit),
+# maxOffsetsPerTrigger under Trigger.AvailableNow) in 4.2. On 4.0/4.1 the engine asks for the
+# first batch's end before it hands out the start, and runs AvailableNow as one batch: every
+# record still arrives exactly once, but the batch sizes differ.
+ADMISSION_CONTROL = _spark_version() >= (4, 2)
 
 
 def unique_topic(prefix: str) -> str:

@@ -42,7 +42,7 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, Errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
         return "no broker answered"
     if isinstance(exc, Errors.BrokerResponseError) and exc.message:
-        return f"{exc.message}: {exc.description}"
+        return _name_and_text(type(exc))
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0]
 
@@ -51,7 +51,19 @@ def broker_error(code: int, message: str | None = None) -> str:
     """`NAME: explanation` for a Kafka error code, preferring the broker's own message."""
     from kafka import errors as Errors
 
-    err = Errors.for_code(code)
+    return _name_and_text(Errors.for_code(code), message)
+
+
+def named_error(name: str) -> str:
+    """The same for an error kafka-python reports by class name only (e.g. delete_groups)."""
+    from kafka import errors as Errors
+
+    err = getattr(Errors, name, None)
+    return _name_and_text(err) if getattr(err, "message", None) else name
+
+
+def _name_and_text(err: Any, message: str | None = None) -> str:
+    """`NAME: explanation` of a kafka-python error class, as every command prints errors."""
     return f"{err.message}: {message or err.description}"
 
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import click
 
-from clients.common import admin_client, bootstrap_option, console, split_names, table
+from clients.common import (
+    admin_client,
+    bootstrap_option,
+    console,
+    named_error,
+    split_names,
+    table,
+)
 
 INACTIVE = {"Empty", "Dead"}
 
@@ -176,16 +183,9 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...]) -> None:
         click.echo("Deletion of requested consumer groups ("
                    + ", ".join(f"'{g}'" for g in ok) + ") was successful.")
     if failed:
-        raise click.ClickException("; ".join(f"group '{g}': {_named_error(r)}"
+        raise click.ClickException("; ".join(f"group '{g}': {named_error(r)}"
                                              for g, r in failed.items()))
 
-
-def _named_error(name: str) -> str:
-    """kafka-python reports some per-item errors by class name only; spell them out."""
-    from kafka import errors as Errors
-
-    err = getattr(Errors, name, None)
-    return f"{err.message}: {err.description}" if getattr(err, "message", None) else name
 
 
 def parse_datetime(text: str) -> int:

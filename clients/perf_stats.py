@@ -138,9 +138,13 @@ PRODUCE_LINE = re.compile(
 
 def parse_produce_line(line: str) -> dict[str, float]:
     """The fields of a producer summary line (ours or Kafka's); ValueError if it is not one."""
-    m = PRODUCE_LINE.match(line.strip())
+    return _parse_line(PRODUCE_LINE, line, "a producer")
+
+
+def _parse_line(pattern: re.Pattern[str], line: str, what: str) -> dict[str, float]:
+    m = pattern.match(line.strip())
     if m is None:
-        raise ValueError(f"not a producer summary line: {line!r}")
+        raise ValueError(f"not {what} summary line: {line!r}")
     return {k: float(v) for k, v in m.groupdict().items()}
 
 
@@ -255,10 +259,7 @@ E2E_LINE = re.compile(
 
 
 def parse_e2e_line(line: str) -> dict[str, float]:
-    m = E2E_LINE.match(line.strip())
-    if m is None:
-        raise ValueError(f"not an end-to-end summary line: {line!r}")
-    return {k: float(v) for k, v in m.groupdict().items()}
+    return _parse_line(E2E_LINE, line, "an end-to-end")
 
 
 # 1-2-5 steps in ms: fine enough to tell 0.2 ms from 0.5 ms, wide enough for a stalled second

@@ -135,7 +135,7 @@ def encode_response_frame(
     """Chunks of a complete size-prefixed response frame, ready for `transport.writelines`."""
     chunks: list[Any] = [b""]
     encode_response(correlation_id, api_key, api_version, body, chunks.append)
-    chunks[0] = _SIZE.pack(sum(len(c) for c in chunks))
+    chunks[0] = _SIZE.pack(sum(map(len, chunks)))
     return chunks
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -96,6 +97,7 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 _INT32_MAX = 2147483647
+_BASE_OFFSET = struct.Struct(">q").unpack_from
 _LONG_MAX = 9223372036854775807
 
 
@@ -189,6 +191,10 @@ class LogSegment:
         self._offset_of_max_ts = base_offset
         self._rolling_ts: int | None = None  # first batch's max timestamp, once known
         self._bytes_since_last_index_entry = 0
+        # (base offset, position) of the first batch of the latest append: a consumer keeping up
+        # fetches from exactly there, so translate_offset can start its header scan at it
+        # instead of at the sparse index entry up to index.interval.bytes earlier.
+        self._last_append: tuple[int, int] | None = None
         self.created = time_ms()
         if not file_already_exists:  # a new segment is about to be appended to: map now
             self.offset_index  # noqa: B018
@@ -411,6 +417,7 @@ class LogSegment:
         except OSError as e:
             raise StorageError(f"Error while appending to {self._file.path}: {e}") from e
         self._size = pos + n
+        self._last_append = (_BASE_OFFSET(records, 0)[0], pos)
         max_ts = self._max_ts
         if max_ts is None:
             max_ts = self._read_max_timestamp_and_offset().timestamp
@@ -430,6 +437,9 @@ class LogSegment:
         """The first batch whose last offset is >= ``offset``: (its last offset, position,
         size), or None when the segment has none. Index lookup, then a scan of batch headers."""
         pos = self.offset_index.lookup(offset).position
+        hint = self._last_append
+        if hint is not None and hint[0] <= offset and hint[1] > pos:
+            pos = hint[1]  # every batch before it ends below `offset`
         if starting_position > pos:
             pos = starting_position
         for p, h in scan_headers(self._file, pos, self._size):
@@ -608,6 +618,7 @@ class LogSegment:
                 )
                 os.ftruncate(self._file.fd, valid)
             self._size = valid
+            self._last_append = None
             self._bytes_since_last_index_entry = valid - last_index_entry
             oi.trim_to_valid_size()
             # a normally closed segment ends with the largest timestamp: do the same
@@ -648,6 +659,7 @@ class LogSegment:
         if size < os.fstat(self._file.fd).st_size:
             os.ftruncate(self._file.fd, size)
         self._size = size
+        self._last_append = None
         return original - size
 
     def _read_largest_timestamp(self) -> TimestampOffset:

@@ -52,6 +52,37 @@ def test_file_names_and_append_read(tmp_path: Path) -> None:
         seg.close()
 
 
+def test_translate_offset_around_the_latest_append(tmp_path: Path) -> None:
+    """translate_offset starts its scan at the latest append when the offset is at or past it
+    (a consumer keeping up); every lookup must still find the first batch ending at or after
+    the offset, before and after that append, and after a truncation moved the end back."""
+    seg = open_segment(tmp_path, 0, index_interval_bytes=1 << 20)  # no index entries: scans only
+    try:
+        batches = [offset_batch(3 * i, 3) for i in range(6)]
+        positions = [sum(map(len, batches[:i])) for i in range(6)]
+        for b in batches[:3]:
+            append(seg, b)
+        two = batches[3] + batches[4]  # one append of two batches: the hint is the first one
+        h = read_header(batches[4])
+        seg.append(h.last_offset, h.max_timestamp, h.last_offset, two)
+
+        def expect(offset: int) -> tuple[int, int, int] | None:
+            i = offset // 3
+            return (3 * i + 2, positions[i], len(batches[i])) if i < 5 else None
+
+        for offset in range(16):
+            assert seg.translate_offset(offset) == expect(offset), offset
+        assert seg.truncate_to(6) == positions[5] - positions[2]
+        for offset in range(8):
+            want = expect(offset) if offset < 6 else None
+            assert seg.translate_offset(offset) == want, offset
+        append(seg, batches[2])
+        assert seg.translate_offset(7) == expect(7)
+        assert seg.translate_offset(1) == expect(1)
+    finally:
+        seg.close()
+
+
 def test_index_entries_follow_kafkas_interval_rule(tmp_path: Path) -> None:
     """An entry (last offset of the append, its start position) is added when more than
     index.interval.bytes were appended since the last one -- never for the first append."""

@@ -20,29 +20,37 @@ from tests.spark.helpers import (
 QUERY_TIMEOUT_S = 120
 
 
+def start_available_now(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path,
+                        **options: str) -> Any:
+    """Start `topic` -> Parquet with Trigger.AvailableNow; `topic` is a subscribePattern
+    instead when that option is given as "" (the pattern is `topic`)."""
+    how = "subscribePattern" if options.pop("subscribePattern", None) == "" else "subscribe"
+    reader = (spark.readStream.format("odradek")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option(how, topic))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return (reader.load()
+            .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start())
+
+
 def run_available_now(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path,
                       **options: str) -> list[int]:
     """Run `topic` -> Parquet with Trigger.AvailableNow to completion; return the number of
     input rows of each micro-batch that read something."""
-    reader = (spark.readStream.format("odradek")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    query = (reader.load()
-             .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
-             .writeStream.format("parquet")
-             .option("path", str(out))
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True)
-             .start())
+    query = start_available_now(spark, bootstrap, topic, out, checkpoint, **options)
     assert query.awaitTermination(QUERY_TIMEOUT_S), "streaming query did not finish"
     assert query.exception() is None
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
 def read_parquet(spark: Any, path: Path) -> list[tuple[int, int, str]]:
-    return sorted(tuple(r) for r in spark.read.parquet(str(path)).collect())
+    return sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(str(path)).collect())
 
 
 def test_streaming_read_exactly_once_across_restart(spark: Any, bootstrap: str,
@@ -124,3 +132,61 @@ def test_streaming_refuses_ending_offsets(spark: Any, bootstrap: str, scratch: P
                  .option("checkpointLocation", str(scratch / "checkpoint"))
                  .trigger(availableNow=True).start())
         query.awaitTermination(QUERY_TIMEOUT_S)
+
+
+def test_streaming_subscribe_pattern_finds_topics_created_later(spark: Any, bootstrap: str,
+                                                                scratch: Path) -> None:
+    """subscribePattern matches whole topic names (Java's Pattern.matches, as Spark's kafka
+    source); a matching topic created while the query is stopped is read from its start."""
+    prefix = unique_topic("pat")
+    first = create_topic(bootstrap, f"{prefix}-a", 2)
+    other = create_topic(bootstrap, f"x{prefix}-a", 1)  # contains the pattern, does not match it
+    produce(bootstrap, first, ((None, f"a{i}".encode(), i % 2, None, []) for i in range(40)))
+    produce(bootstrap, other, ((None, b"no", 0, None, []) for _ in range(5)))
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    pattern = f"{prefix}-.*"
+
+    assert sum(run_available_now(spark, bootstrap, pattern, out, checkpoint, subscribePattern="",
+                                 startingOffsets="earliest")) == 40
+    second = create_topic(bootstrap, f"{prefix}-b", 1)
+    produce(bootstrap, second, ((None, f"b{i}".encode(), 0, None, []) for i in range(7)))
+    produce(bootstrap, first, ((None, b"a-more", 0, None, []) for _ in range(3)))
+    assert sum(run_available_now(spark, bootstrap, pattern, out, checkpoint, subscribePattern="",
+                                 startingOffsets="earliest")) == 10
+
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted({r.topic for r in rows}) == [first, second]
+    assert sorted(r.value for r in rows if r.topic == second) == sorted(f"b{i}" for i in range(7))
+    assert len(rows) == len({(r.topic, r.partition, r.offset) for r in rows}) == 50
+
+
+def test_streaming_data_loss_fails_or_skips_per_fail_on_data_loss(spark: Any, bootstrap: str,
+                                                                  scratch: Path) -> None:
+    """Records deleted past the checkpointed offset while the query was stopped: with
+    failOnDataLoss (the default) the query fails naming the lost range; with false it goes on
+    from the log start offset."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    topic = create_topic(bootstrap, unique_topic("sloss"), 1)
+    produce(bootstrap, topic, ((None, str(i).encode(), 0, None, []) for i in range(20)))
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    assert run_available_now(spark, bootstrap, topic, out, checkpoint,
+                             startingOffsets="earliest") == [20]
+    produce(bootstrap, topic, ((None, str(i).encode(), 0, None, []) for i in range(20, 50)))
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="spark-tests")
+    try:
+        admin.delete_records({TopicPartition(topic, 0): 35})
+    finally:
+        admin.close()
+
+    query = start_available_now(spark, bootstrap, topic, out, checkpoint)
+    with pytest.raises(Exception, match=r"offsets \[20, 35\) were deleted"):
+        query.awaitTermination(QUERY_TIMEOUT_S)
+    assert query.exception() is not None
+    assert read_parquet(spark, out) == [(0, i, str(i)) for i in range(20)]  # nothing written
+
+    assert run_available_now(spark, bootstrap, topic, out, checkpoint,
+                             failOnDataLoss="false") == [15]
+    assert read_parquet(spark, out) == [(0, i, str(i)) for i in range(20)] + [
+        (0, i, str(i)) for i in range(35, 50)]

@@ -51,3 +51,30 @@ def test_clickstream_counts_per_page_and_window(spark: Any, bootstrap: str,
         start = datetime.fromisoformat(row["window_start"]).replace(tzinfo=UTC)
         topic[(int(start.timestamp() * 1000), row["page"])] = row["count"]
     assert topic == expected
+
+
+@pytest.mark.skipif(not ADMISSION_CONTROL, reason=(
+    "PySpark < 4.2 runs AvailableNow as a single batch for Python sources: no window closes"))
+def test_pipeline_command_end_to_end(bootstrap: str, scratch: Path) -> None:
+    """`odradek pipeline clickstream --available-now` as a user runs it (its own Spark, the
+    fixed topics `clicks` and `page-counts`): it prints every finished window and the total,
+    which the generator's seed fixes, and the counts land on the topic."""
+    import subprocess
+    import sys
+
+    clicks = clickstream.generate_clicks(600, START_MS, spacing_ms=100)
+    expected = clickstream.expected_counts(clicks)
+    odradek = Path(sys.executable).with_name("odradek")
+    proc = subprocess.run(
+        [str(odradek), "pipeline", "clickstream", "--bootstrap-server", bootstrap,
+         "--available-now", "--events", "600", "--output", str(scratch / "out")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("window (UTC)")
+    assert lines[-1] == f"{sum(expected.values())} clicks counted in finished windows"
+    printed = sorted((ln.split()[1], int(ln.split()[2])) for ln in lines[1:-1])
+    assert printed == sorted((page, n) for (_w, page), n in expected.items())
+    on_topic = [json.loads(v) for _p, _o, _k, v, _h in consume_all(bootstrap, clickstream.COUNTS_TOPIC)]
+    assert sorted((r["page"], r["count"]) for r in on_topic) == printed

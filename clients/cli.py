@@ -12,14 +12,29 @@ from clients.consume import consume
 from clients.dump_log import dump_log
 from clients.groups import groups
 from clients.perf import perf
+from clients.pipeline import pipeline
 from clients.produce import produce
 from clients.topics import topics
-from spark_connector.pipelines.cli import pipeline
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """Odradek: a Kafka-wire-compatible message broker."""
+    """Odradek: a Kafka-wire-compatible message broker, and tools for any Kafka cluster.
+
+    `serve` runs a broker; the other commands speak the Kafka protocol only, so they work
+    against Apache Kafka too. They find the brokers with --bootstrap-server/-b, else
+    $ODRADEK_BOOTSTRAP, else localhost:9092. `odradek COMMAND --help` shows each one's options.
+
+    \b
+    Examples:
+      odradek serve --listeners PLAINTEXT://localhost:9092 --log-dirs ./data
+      export ODRADEK_BOOTSTRAP=localhost:9092
+      odradek topics create clicks --partitions 3
+      echo hello | odradek produce clicks
+      odradek consume clicks --from-beginning --max-messages 1
+      odradek groups describe my-app
+      odradek perf produce bench --num-records 100000 --record-size 100
+    """
 
 
 @main.command()

@@ -21,17 +21,23 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def bootstrap_option(f: F) -> F:
-    """`--bootstrap-server` / `-b`, defaulting to $ODRADEK_BOOTSTRAP, then localhost:9092."""
-    f = click.option(
-        "--timeout", "timeout_s", type=float, default=10.0, show_default=True,
-        help="Seconds to wait for a broker to answer before giving up.",
-    )(f)
+def bootstrap_server_option(f: F) -> F:
+    """`--bootstrap-server` / `-b` (parameter `bootstrap`), defaulting to $ODRADEK_BOOTSTRAP,
+    then localhost:9092: the one definition every command that reaches a broker uses."""
     return click.option(
         "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
         envvar=BOOTSTRAP_ENV, show_envvar=True, metavar="HOST:PORT[,HOST:PORT]",
         help="Brokers to bootstrap from.",
     )(f)
+
+
+def bootstrap_option(f: F) -> F:
+    """`--bootstrap-server` / `-b` as above, plus `--timeout` (parameter `timeout_s`)."""
+    f = click.option(
+        "--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+        help="Seconds to wait for a broker to answer before giving up.",
+    )(f)
+    return bootstrap_server_option(f)
 
 
 def error_text(exc: BaseException) -> str:

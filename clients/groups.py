@@ -290,6 +290,11 @@ def reset_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[st
         latest = _offsets(admin, tps, "latest")
         by_time = _offsets(admin, tps, value) if strategy == "to-datetime" else {}
         plan = plan_reset(strategy, value, current, earliest, latest, by_time)
+        for topic, p in sorted(k for k in plan if by_time and by_time.get(k, -1) < 0):
+            # Kafka's tool says "Partition P from topic T is empty. Falling back to latest
+            # known offset."; the partition need not be empty, only nothing in it is that late
+            click.echo(f"Warn: no record in {topic}-{p} at or after {to_datetime}: using its "
+                       f"log end offset {plan[(topic, p)]}.", err=True)
         if not dry_run:
             from kafka.structs import OffsetAndMetadata
 

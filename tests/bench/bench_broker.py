@@ -2,8 +2,9 @@
 as the client so that the client is not what is measured.
 
 Workload (issue 4): 100-byte records, linger.ms=5, batch.size=1 MiB, acks=1, 1 and 8 partitions;
-end-to-end latency p50/p99 at 10,000 msg/s. The broker's own CPU time (utime+stime of its
-process from /proc, divided by records) does not depend on how fast the client is.
+end-to-end latency p50/p99 at 10,000 msg/s. The broker's own CPU time (its process's on-CPU
+nanoseconds from /proc/<pid>/task/*/schedstat, see tests/bench/peers.py's `cpu_seconds`, divided
+by records) does not depend on how fast the client is.
 
     python -m tests.bench.bench_broker [--records 500000]
 """

@@ -9,8 +9,10 @@ that background load hits all three alike:
               at once; end-to-end latency at fixed rates (1 partition, 100 B)
   limits      sequential disk write (fsync'd, same filesystem) and loopback TCP, in MB/s
 
-For every workload it reads the server's CPU time (utime+stime from /proc/<pid>/stat) before
-and after, and reports it per record and per MB: that figure stays meaningful when the client
+For every workload it reads the server's CPU time before and after (tests/bench/peers.py's
+`cpu_seconds`: the on-CPU nanoseconds of every thread from /proc/<pid>/task/*/schedstat, lifted
+to the utime+stime tick count of /proc/<pid>/stat where exited threads or reaped children make
+that larger), and reports it per record and per MB: that figure stays meaningful when the client
 is the bottleneck, which with Python clients for the peers (redis-py, nats-py) it may well be,
 so the client's own CPU time (this process, all threads) is reported too. How partitions and
 acks map onto the peers is in tests/bench/systems.py and repeated under the tables.
@@ -176,6 +178,13 @@ def per_second(row: Row) -> float:
 
 def mb_per_second(row: Row) -> float:
     return row["bytes"] / MB / row["seconds"] if row["seconds"] > 0 else 0.0
+
+
+CPU_METHOD = (
+    "Broker CPU time is the server process's on-CPU time, read before and after each workload "
+    "to the nanosecond from `/proc/<pid>/task/*/schedstat` (every live thread); a reading is "
+    "raised to the utime+stime+cutime+cstime tick count of `/proc/<pid>/stat` less one tick "
+    "(10 ms ticks, which also count exited threads and reaped children) where that is larger.")
 
 
 def cpu_us_per_record(row: Row) -> float:
@@ -345,7 +354,7 @@ def report(res: dict[str, Any], img: dict[str, str], previous: dict[str, Any] | 
                          fx(ratio(o["p50_ms"], e["p50_ms"])) if o else "n/a",
                          fx(ratio(o["p99_ms"], e["p99_ms"])) if o else "n/a",
                          f"{e['broker_cpu_s'] / max(1, e['sent']) * 1e6:.2f}",
-                         f"{e['broker_cpu_s'] / max(1, e['sent'] * 100 / MB) * 1e3:.2f}"])
+                         f"{e['broker_cpu_s'] / (max(1, e['sent']) * 100 / MB) * 1e3:.2f}"])
     lines += table(head, body, "rlrrrrrrrrrr")
     lines += [
         "", "Latency ratios: below 1 means Odradek is faster.", "",
@@ -373,7 +382,7 @@ def report(res: dict[str, Any], img: dict[str, str], previous: dict[str, Any] | 
         f"{fp['cores']}). A client near 100% (a Python client is one core) is the bottleneck of "
         "that row and its throughput ratio says more about the clients than the servers; the "
         "broker CPU per record does not depend on that. MB = 10^6 bytes of record values. "
-        "CPU time comes from /proc in 10 ms ticks.",
+        + CPU_METHOD,
         "",
     ]
     lines += [f"![{alt}]({path})" for alt, path in img.items()]

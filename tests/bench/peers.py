@@ -12,7 +12,8 @@ Durability, to match a Kafka broker's (append to the page cache, fsync in the ba
   - NATS: JetStream with file storage in the server's store dir (`-js -sd DIR`); streams are
     created with `storage=file`, one replica.
 
-The process's CPU time (utime + stime, plus that of reaped children) is read from /proc, so
+The process's CPU time is read from /proc to the nanosecond (per-thread schedstat, lifted to the
+utime + stime tick count where exited threads or reaped children make that larger), so
 `cpu_seconds()` covers every thread of the server (Redis's bio threads, Go's goroutines).
 """
 

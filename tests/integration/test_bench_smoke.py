@@ -30,6 +30,30 @@ def previous_run(path: Path, rps: float) -> None:
                           "client_cpu_s": 0.0}]})
 
 
+def md_table(md: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the table right under `heading`, each as {column header: cell}."""
+    block = md.split(heading + "\n", 1)[1].lstrip("\n").split("\n\n", 1)[0].splitlines()
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    head = cells(block[0])
+    return [dict(zip(head, cells(line), strict=True)) for line in block[2:]]
+
+
+def assert_cpu_shown(us_cell: str, ms_cell: str, cpu_s: float, records: int,
+                     nbytes: int) -> None:
+    """The markdown's per-record (µs) and per-MB (ms) broker CPU cells for one workload: both
+    positive, both the raw figure's, and consistent with each other: per MB = per record x
+    records / MB, within the rounding of the two-decimal per-record cell."""
+    us, ms = float(us_cell), float(ms_cell)
+    assert us > 0 and ms > 0, (us_cell, ms_cell)
+    assert us == pytest.approx(cpu_s / records * 1e6, abs=0.005)
+    assert ms == pytest.approx(cpu_s / (nbytes / 1e6) * 1e3, abs=0.005)
+    scale = records / (nbytes / 1e6) / 1e3  # µs/record -> ms/MB
+    assert ms == pytest.approx(us * scale, abs=0.005 + 0.005 * scale)
+
+
 def test_tiny_run_writes_tables_plots_and_raw_results(tmp_path: Path) -> None:
     out = tmp_path / "site" / "benchmarks.md"
     out.parent.mkdir()
@@ -88,6 +112,36 @@ def test_tiny_run_writes_tables_plots_and_raw_results(tmp_path: Path) -> None:
     assert {row["system"] for row in rows} == {"Odradek", "Redis", "NATS"}
     assert all(row["records"] == 1000 and row["seconds"] > 0 for row in rows)
     assert all(e["received"] == e["sent"] for e in doc["results"]["e2e"])
+
+    # the broker's CPU time: measured (positive) for every workload and system, and shown per
+    # record and per MB consistently with the raw figures and with each other
+    size_label = {100: "100 B", 1024: "1 KiB"}
+    cpu = {(r["workload"], r["record"], r["partitions"], r["acks"]): r
+           for r in md_table(md, "### Broker CPU per record (µs) and per MB (ms)")}
+    assert len(cpu) == 20
+    by_workload: dict[tuple[str, str, str, str], dict[str, dict]] = {}
+    for row in rows:
+        assert row["broker_cpu_s"] > 0, row
+        key = (row["kind"], size_label[row["size"]], str(row["partitions"]), row["acks"])
+        by_workload.setdefault(key, {})[row["system"]] = row
+        shown = cpu[key]
+        assert_cpu_shown(shown[f"{row['system']} µs/rec"], shown[f"{row['system']} ms/MB"],
+                         row["broker_cpu_s"], row["records"], row["bytes"])
+    for key, systems in by_workload.items():
+        mine = systems["Odradek"]["broker_cpu_s"] / systems["Odradek"]["records"]
+        for peer in ("Redis", "NATS"):
+            theirs = systems[peer]["broker_cpu_s"] / systems[peer]["records"]
+            assert float(cpu[key][f"Odradek / {peer}"].rstrip("x")) == pytest.approx(
+                mine / theirs, abs=0.005), (key, peer)
+    latency = {(r["rate/s"], r["system"]): r
+               for r in md_table(md, "### End-to-end latency (1 partition, 100 B records)")}
+    assert len(latency) == len(doc["results"]["e2e"]) == 6
+    for e in doc["results"]["e2e"]:
+        assert e["broker_cpu_s"] > 0, e
+        shown = latency[(f"{e['rate']:,.0f}", e["system"])]
+        assert_cpu_shown(shown["broker CPU µs/rec"], shown["broker CPU ms/MB"],
+                         e["broker_cpu_s"], e["sent"], e["sent"] * 100)
+    assert "/task/*/schedstat" in md and "CPU time comes from /proc in 10 ms ticks" not in md
     assert doc["results"]["limits"]["disk_write_mb_s"] > 0
     assert doc["results"]["limits"]["loopback_tcp_mb_s"] > 0
 

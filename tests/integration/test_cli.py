@@ -212,6 +212,94 @@ def test_group_lag_and_reset_offsets(broker: BrokerProcess) -> None:
                                                    "nope", "--to-earliest", bootstrap=b)
 
 
+# record timestamps per partition, in seconds after BASE: partition 1 is out of order (the
+# answer is the first offset at or after the time, not the first greater timestamp); nothing in
+# partition 2 is as late as the reset time, so it goes to its log end as Kafka's tool does
+STAMPS = {0: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 1: [1, 9, 3, 4, 6, 2, 7, 8], 2: [0, 1, 2, 3]}
+AT = 5  # seconds after BASE: between the records of partitions 0 and 1
+
+
+def _timestamped(bootstrap: str, topic: str) -> tuple[int, str]:
+    """STAMPS produced to `topic` with explicit CreateTimes; (BASE in ms, BASE + AT in the
+    `--to-datetime` format, in another zone than UTC to exercise the parsing too)."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    base = now - dt.timedelta(hours=1)  # recent: well inside the topic's retention
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50)
+    for part, stamps in STAMPS.items():
+        for i, s in enumerate(stamps):
+            p.send(topic, f"{part}-{i}".encode(), partition=part,
+                   timestamp_ms=int((base + dt.timedelta(seconds=s)).timestamp() * 1000))
+    p.flush()
+    p.close()
+    when = (base + dt.timedelta(seconds=AT, milliseconds=-500)).astimezone(
+        dt.timezone(dt.timedelta(hours=5, minutes=30)))
+    return int(base.timestamp() * 1000), when.isoformat(timespec="milliseconds")
+
+
+def _first_at_or_after(seconds: float) -> dict[int, int]:
+    """partition -> the first offset whose timestamp is >= BASE + seconds, else the log end."""
+    return {part: next((o for o, s in enumerate(stamps) if s >= seconds), len(stamps))
+            for part, stamps in STAMPS.items()}
+
+
+def test_reset_offsets_to_a_datetime_in_the_middle_of_the_log(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    ok("topics", "create", "stamped", "-p", "3", bootstrap=b)
+    _, when = _timestamped(b, "stamped")
+    expected = _first_at_or_after(AT - 0.5)
+    assert expected == {0: 5, 1: 1, 2: 4}  # the test's own arithmetic, spelled out
+
+    ok("groups", "reset-offsets", "auditors", "--topic", "stamped", "--to-latest", "--execute",
+       bootstrap=b)
+    before = _offsets(ok("groups", "describe", "auditors", bootstrap=b))
+    assert before == {p: (str(len(s)), str(len(s)), "0") for p, s in STAMPS.items()}
+
+    r = odradek("groups", "reset-offsets", "auditors", "--topic", "stamped", "--to-datetime", when,
+                bootstrap=b)
+    assert r.returncode == 0, r.stderr.decode()
+    assert rows(r.stdout.decode(), "GROUP") == [
+        ["auditors", "stamped", str(p), str(o)] for p, o in expected.items()]
+    warnings_ = [line for line in r.stderr.decode().splitlines() if line.startswith("Warn:")]
+    assert warnings_ == [f"Warn: no record in stamped-2 at or after {when}: using its log end "
+                         "offset 4."]
+    assert _offsets(ok("groups", "describe", "auditors", bootstrap=b)) == before  # a dry run
+
+    ok("groups", "reset-offsets", "auditors", "--topic", "stamped", "--to-datetime", when,
+       "--execute", bootstrap=b)
+    assert _offsets(ok("groups", "describe", "auditors", bootstrap=b)) == {
+        p: (str(o), str(len(STAMPS[p])), str(len(STAMPS[p]) - o)) for p, o in expected.items()}
+
+    # a naive date-time is local time (as in Kafka): the same instant, written locally
+    local = dt.datetime.fromisoformat(when).astimezone().replace(tzinfo=None)
+    ok("groups", "reset-offsets", "auditors", "--topic", "stamped", "--to-earliest", "--execute",
+       bootstrap=b)
+    ok("groups", "reset-offsets", "auditors", "--topic", "stamped:1", "--to-datetime",
+       local.isoformat(timespec="milliseconds"), "--execute", bootstrap=b)
+    assert _offsets(ok("groups", "describe", "auditors", bootstrap=b))[1][0] == str(expected[1])
+
+
+def test_consume_from_a_timestamp_in_the_middle_of_the_log(broker: BrokerProcess) -> None:
+    b = broker.bootstrap
+    ok("topics", "create", "stamped-reads", "-p", "3", bootstrap=b)
+    base_ms, when = _timestamped(b, "stamped-reads")
+
+    def read_from(at: str) -> set[tuple[str, str, str]]:
+        out = ok("consume", "stamped-reads", "--from-timestamp", at, "--idle-timeout-ms", "2000",
+                 "--print-timestamp", "--print-partition", "--print-offset", bootstrap=b)
+        return {tuple(line.split("\t")[:3]) for line in out.splitlines()}
+
+    def expected(seconds: float) -> set[tuple[str, str, str]]:
+        first = _first_at_or_after(seconds)
+        return {(f"CreateTime:{base_ms + s * 1000}", f"Partition:{p}", f"Offset:{o}")
+                for p, stamps in STAMPS.items() for o, s in enumerate(stamps) if o >= first[p]}
+
+    got = read_from(when)
+    assert got == expected(AT - 0.5)
+    assert len(got) == 5 + 7 + 0
+    # milliseconds since the epoch, exactly on a record's timestamp: that record is included
+    assert read_from(str(base_ms + 3000)) == expected(3)
+
+
 def test_active_group_members_state_and_delete(broker: BrokerProcess) -> None:
     b = broker.bootstrap
     ok("topics", "create", "live", "-p", "3", bootstrap=b)
@@ -286,14 +374,49 @@ def test_produce_to_unreachable_broker_fails(tmp_path: Path) -> None:
     assert r.returncode == 1 and f"cannot reach a broker at {dead}" in r.stderr.decode()
 
 
-@pytest.mark.parametrize("command", [
-    "topics", "topics create", "topics describe", "topics alter", "groups", "groups describe",
-    "groups reset-offsets", "configs", "configs alter", "produce", "consume",
-])
+# every command and group of `odradek` ("" is the top level); a test below checks this list
+# against the command tree, so a new command must be added here and so gets its help tested
+COMMANDS = [
+    "", "serve", "dump-log",
+    "topics", "topics list", "topics describe", "topics create", "topics alter", "topics delete",
+    "groups", "groups list", "groups describe", "groups delete", "groups reset-offsets",
+    "configs", "configs describe", "configs alter",
+    "produce", "consume",
+    "perf", "perf produce", "perf consume", "perf e2e",
+    "pipeline", "pipeline clickstream",
+]
+LOCAL_ONLY = {"serve", "dump-log"}  # leaf commands that reach no broker
+
+
+def test_every_command_is_in_the_help_list() -> None:
+    import click
+
+    from clients.cli import main
+
+    def walk(cmd: click.Command, path: tuple[str, ...]) -> Iterator[str]:
+        yield " ".join(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, (*path, name))
+
+    assert sorted(walk(main, ())) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c or "odradek")
 def test_help_has_examples(command: str) -> None:
     r = odradek(*command.split(), "--help")
-    assert r.returncode == 0
+    assert r.returncode == 0, r.stderr.decode()
     text = r.stdout.decode()
-    assert "Examples:" in text or "Example:" in text
-    if command not in ("topics", "groups", "configs"):
-        assert "ODRADEK_BOOTSTRAP" in text
+    _, sep, examples = text.partition("Examples:\n")
+    if not sep:
+        _, sep, examples = text.partition("Example:\n")
+    assert sep, text
+    block = examples.split("\n\n", 1)[0].splitlines()
+    # each example line runs this very command (the checks that they parse are in
+    # tests/unit/clients/test_cli_wiring.py)
+    assert block and all(f"odradek {command}".rstrip() in line for line in block
+                         if not line.strip().startswith("export ")), block
+    is_group = "\nCommands:\n" in text
+    if command and not is_group and command not in LOCAL_ONLY:
+        assert "-b, --bootstrap-server" in text
+        assert "env var:" in text and "ODRADEK_BOOTSTRAP" in text
+        assert "default: localhost:9092" in text

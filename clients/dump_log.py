@@ -68,29 +68,30 @@ def dump_log_file(path: Path, deep: bool, print_data: bool) -> Iterator[str]:
                 records = []
             for r in records:
                 seq = -1 if h.base_sequence < 0 else h.base_sequence + r.offset_delta
+                # a LogAppendTime batch gives every record the batch's max timestamp (Kafka's
+                # DefaultRecordBatch iterator); header keys joined by "," (Scala mkString)
+                ts = h.max_timestamp if h.timestamp_type else h.base_timestamp + r.timestamp_delta
                 line = (
-                    f"| offset: {h.base_offset + r.offset_delta} {ts_type}: "
-                    f"{h.base_timestamp + r.timestamp_delta} "
+                    f"| offset: {h.base_offset + r.offset_delta} {ts_type}: {ts} "
                     f"keySize: {-1 if r.key is None else len(r.key)} "
                     f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq} "
-                    f"headerKeys: [{', '.join(k for k, _ in r.headers)}]"
+                    f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
                 )
                 if h.is_control:
                     ctype, epoch = parse_control_record(r)
                     line += f" endTxnMarker: {'COMMIT' if ctype == 1 else 'ABORT'} coordinatorEpoch: {epoch}"
-                elif print_data:
+                elif print_data:  # key and payload only when present, as Kafka's parser
                     if r.key is not None:
                         line += f" key: {_text(r.key)}"
-                    line += f" payload: {_text(r.value)}"
+                    if r.value is not None:
+                        line += f" payload: {_text(r.value)}"
                 yield line
         pos += size
     if pos < len(data):
         yield f"Found {len(data) - pos} invalid bytes at the end of {path.name}"
 
 
-def _text(b: bytes | None) -> str:
-    if b is None:
-        return "null"
+def _text(b: bytes) -> str:
     return b.decode("utf-8", errors="replace")
 
 

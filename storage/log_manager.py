@@ -6,6 +6,20 @@ On-disk layout of each log dir (Kafka's): `.lock` (held with flock while the bro
 only between a clean shutdown and the next start), and one directory `<topic>-<partition>` per
 log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal.
 
+The four checkpoints are Kafka's OffsetCheckpointFile (`0`, count, `topic partition offset`
+lines; storage.checkpoints), one set per log dir, each listing only that dir's partitions. They
+are read once, at start-up, and rewritten whole by the `checkpoint_*` methods and at shutdown.
+`cleaner-offset-checkpoint` belongs to the log cleaner, which does not exist yet: its entries are
+kept as read (for partitions that still exist, in the dir that holds them) and written back, and
+the entry of a deleted partition is dropped at once (Kafka's `updateCheckpoints(dir,
+partitionToRemove)` in `asyncDelete`), so a cleaner added later -- or Kafka itself, reading the
+same dirs -- finds them.
+
+Several log dirs: each has its own `.lock`, `meta.properties`, checkpoints and marker; a new log
+goes to the dir holding the fewest logs (Kafka's `nextLogDirs`; ties go to the dir listed first).
+Loading reports progress per dir ("Loaded i/n logs in <dir> (p%)") at every tenth of its logs
+and at least once a second.
+
 Why the marker and the recovery points: after a clean shutdown every log was flushed and closed,
 so loading skips recovery; after a crash each log re-validates everything past its recovery point
 (the offset up to which it was known to be flushed) and truncates a torn tail.
@@ -25,12 +39,14 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -77,6 +93,8 @@ class LogManager:
         self.log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # cleaner-offset-checkpoint entries of existing logs (no cleaner yet: kept, not used)
+        self.cleaner_offsets: dict[TopicPartition, int] = {}
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -127,6 +145,7 @@ class LogManager:
         recovery_points = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read()
         start_offsets = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read()
         high_watermarks = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
+        cleaner_offsets = OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).read()
         entries = sorted(p for p in d.iterdir() if p.is_dir())
         todo = []
         for p in entries:
@@ -138,6 +157,7 @@ class LogManager:
                 todo.append((tp, p))
         started = time.monotonic()
         last_report = started
+        tenth = 0  # progress is reported at every tenth of the logs, and at least every second
         log.info(
             "Loading %d logs in %s (%s)", len(todo), d, "clean shutdown" if clean else "UNCLEAN shutdown: recovering"
         )
@@ -152,9 +172,12 @@ class LogManager:
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             self.log_dir_of[tp] = d
+            if tp in cleaner_offsets:
+                self.cleaner_offsets[tp] = cleaner_offsets[tp]
             now = time.monotonic()
-            if now - last_report >= 1.0 or i == len(todo):
-                log.info("Loaded %d/%d logs in %s (%.1f%%)", i, len(todo), d, 100.0 * i / max(1, len(todo)))
+            if i * 10 // len(todo) > tenth or now - last_report >= 1.0:
+                tenth = i * 10 // len(todo)
+                log.info("Loaded %d/%d logs in %s (%.1f%%)", i, len(todo), d, 100.0 * i / len(todo))
                 last_report = now
         if clean:
             marker.unlink()  # a crash from here on must be detected at the next start
@@ -171,7 +194,8 @@ class LogManager:
         if existing is not None:
             existing.update_config(config)
             return existing
-        d = min(self.log_dirs, key=lambda x: sum(1 for v in self.log_dir_of.values() if v == x))
+        counts = Counter(self.log_dir_of.values())
+        d = min(self.log_dirs, key=lambda x: counts[x])  # the fewest logs; ties: first listed
         path = d / f"{topic}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
         PartitionMetadataFile(PartitionMetadataFile.new_file(path)).write(topic_id)
@@ -196,6 +220,8 @@ class LogManager:
         if lg is None or d is None:
             return None
         lg.close()
+        if self.cleaner_offsets.pop(tp, None) is not None:
+            self.checkpoint_cleaner_offsets([d])
         src = d / f"{topic}-{partition}"
         dst = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
         os.replace(src, dst)
@@ -230,23 +256,44 @@ class LogManager:
                 flushed += 1
         return flushed
 
+    def _write_checkpoint(
+        self,
+        file_name: str,
+        offset_of: Callable[[TopicPartition, Log], int | None],
+        dirs: Iterable[Path] | None = None,
+    ) -> None:
+        """Rewrite the checkpoint ``file_name`` of each log dir (default: all) with
+        ``offset_of(tp, log)`` for every log in that dir; None leaves the log out."""
+        for d in self.log_dirs if dirs is None else dirs:
+            offsets = {}
+            for tp, lg in self:
+                if self.log_dir_of.get(tp) == d:
+                    offset = offset_of(tp, lg)
+                    if offset is not None:
+                        offsets[tp] = offset
+            OffsetCheckpointFile(d / file_name).write(offsets)
+
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).write(
-                {tp: lg.recovery_point for tp, lg in self if self.log_dir_of.get(tp) == d}
-            )
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda _tp, lg: lg.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).write(
-                {tp: lg.log_start_offset for tp, lg in self if self.log_dir_of.get(tp) == d and lg.log_start_offset > 0}
-            )
+        """Only logs whose start offset is above their first segment's base offset (Kafka's
+        checkpointLogStartOffsetsInDir): loading starts the others at that base anyway."""
+
+        def start_offset(_tp: TopicPartition, lg: Log) -> int | None:
+            lso = lg.log_start_offset
+            return lso if lso > lg.segments[0].base_offset else None
+
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        for d in self.log_dirs:
-            OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).write(
-                {tp: lg.high_watermark for tp, lg in self if self.log_dir_of.get(tp) == d}
-            )
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda _tp, lg: lg.high_watermark)
+
+    def checkpoint_cleaner_offsets(self, dirs: Iterable[Path] | None = None) -> None:
+        """cleaner-offset-checkpoint: the entries read at start-up of logs that still exist."""
+        self._write_checkpoint(
+            CLEANER_OFFSET_CHECKPOINT_FILE, lambda tp, _lg: self.cleaner_offsets.get(tp), dirs
+        )
 
     # -- shutdown -------------------------------------------------------------------------------------
 
@@ -258,6 +305,7 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
         for _, lg in self:
             lg.close()
         for d in self.log_dirs:

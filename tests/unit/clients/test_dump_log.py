@@ -36,9 +36,48 @@ def test_dump_log_batches_and_records(tmp_path: Path) -> None:
     assert lines[4] == "| offset: 1 CreateTime: 1005 keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] payload: world"
     assert "baseOffset: 2 lastOffset: 2 count: 1 baseSequence: 0 lastSequence: 0 producerId: 7 producerEpoch: 1" in lines[5]
     assert "compresscodec: gzip" in lines[5]
-    assert lines[6] == "| offset: 2 CreateTime: 2000 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k2 payload: null"
+    # a null value prints no payload at all (Kafka's parser returns None for it)
+    assert lines[6] == "| offset: 2 CreateTime: 2000 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k2"
     assert "isControl: true" in lines[7]
     assert "endTxnMarker: COMMIT coordinatorEpoch: 3" in lines[8]
+
+
+def test_dump_log_deep_iteration_prints_record_metadata_without_data(tmp_path: Path) -> None:
+    """`--deep-iteration` alone: kafka-dump-log.sh prints one "| offset: ..." line per record with
+    its metadata (timestamp, key/value sizes, sequence, header keys joined by ",", the marker of
+    a control record) and neither keys nor payloads."""
+    path = write_segment(tmp_path)
+    b4 = build_batch(
+        [Record(0, 0, 0, b"k4", b"appended", [("a", b"1"), ("b", b""), ("a", None)]), Record(0, 3, 1, None, None, [])],
+        base_timestamp=4000, base_offset=4, timestamp_type=1, max_timestamp=9999,
+        producer_id=8, producer_epoch=0, base_sequence=5,
+    )
+    path.write_bytes(path.read_bytes() + b4)
+    out = CliRunner().invoke(main, ["dump-log", "--deep-iteration", str(path)])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[:2] == [f"Dumping {path}", "Log starting offset: 0"]
+    batches = [line for line in lines if line.startswith("baseOffset: ")]
+    assert [line.split(" lastOffset")[0] for line in batches] == [
+        "baseOffset: 0", "baseOffset: 2", "baseOffset: 3", "baseOffset: 4"
+    ]
+    assert " LogAppendTime: 9999 " in batches[3]
+    assert [line for line in lines if line.startswith("|")] == [
+        "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: -1 headerKeys: [h]",
+        "| offset: 1 CreateTime: 1005 keySize: -1 valueSize: 5 sequence: -1 headerKeys: []",
+        "| offset: 2 CreateTime: 2000 keySize: 2 valueSize: -1 sequence: 0 headerKeys: []",
+        "| offset: 3 CreateTime: 3000 keySize: 4 valueSize: 6 sequence: -1 headerKeys: []"
+        " endTxnMarker: COMMIT coordinatorEpoch: 3",
+        # LogAppendTime: every record carries the batch's max timestamp, as Kafka's iterator gives
+        "| offset: 4 LogAppendTime: 9999 keySize: 2 valueSize: 8 sequence: 5 headerKeys: [a,b,a]",
+        "| offset: 5 LogAppendTime: 9999 keySize: -1 valueSize: -1 sequence: 6 headerKeys: []",
+    ]
+    assert len(lines) == 2 + 4 + 6  # nothing else: one line per batch and per record
+    for secret in ("hello", "world", "k1", "k2", "appended", "payload:", "key:"):
+        assert secret not in out.output
+    # without the flag only batch lines are printed
+    shallow = CliRunner().invoke(main, ["dump-log", str(path)]).output.splitlines()
+    assert shallow == lines[:2] + batches
 
 
 def test_dump_log_flags_corrupt_batches_and_torn_tail(tmp_path: Path) -> None:

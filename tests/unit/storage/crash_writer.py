@@ -3,8 +3,10 @@ reporting each on stdout, until the test SIGKILLs it.
 
     python -m tests.unit.storage.crash_writer <partition dir> <seed>
 
-Output lines: ``open <log end offset> <recovery point>`` once, then ``a <log end offset>`` after
-each append returned, and ``f <recovery point>`` after each flush. Record values and timestamps
+Output lines: ``open <log end offset> <recovery point>`` once, then ``a <log end offset> <bytes
+of the next batch> <active segment file> <its size>`` after each append returned (what the next
+append will write, and where the write starts unless it rolls to ``<log end offset>.log``), and
+``f <recovery point>`` after each flush. Record values and timestamps
 follow from the offsets (see helpers.offset_record_value), so the test can check any prefix.
 Batches are small or ~2 MB, so kills land inside writes too.
 """
@@ -45,7 +47,8 @@ def main() -> None:
         # report is the append itself: a kill soon after it lands in the write
         log.append_as_leader(batch, 1, T0)
         batch = next_batch(rng, log.log_end_offset)
-        out.write(f"a {log.log_end_offset}\n")
+        active = log.active_segment
+        out.write(f"a {log.log_end_offset} {len(batch)} {active.log_path.name} {active.size}\n")
         out.flush()
         if rng.random() < 0.05:
             log.flush()

@@ -3,10 +3,15 @@ killed with SIGKILL at a random point, again and again on the same directory. Af
 the log reopens (unclean) to a valid prefix: every acknowledged batch intact and in order,
 nothing torn or foreign after it, indexes consistent with the data, lookups right.
 
-The kill comes 0-2 ms after the test reads the child's k-th progress line (k and the delay
-random), so the child is somewhere inside its next append -- writing up to ~2 MB
-(the kernel stops a write between pages when SIGKILL arrives: a torn batch), updating an
-index. Progress is awaited on the pipe with a deadline; the only sleep picks the kill moment.
+In most rounds the kill comes 0-2 ms after the test reads the child's k-th progress line (k and
+the delay random), so the child is somewhere inside its next append -- validating, writing up to
+~2 MB, updating an index. Every TEAR_EVERY-th round aims at the write itself: once the child's
+latest progress line announces a ~2 MB batch as its next append (and where it will be written),
+the test polls the size of that file and kills the child as soon as part of the batch is there,
+i.e. while the pwrite is still copying pages (the kernel stops a write between pages when SIGKILL
+arrives: a torn batch). So tearing is not left to luck: the test asserts that at least one round
+left a torn tail. Progress is awaited on the pipe with a
+deadline; the only sleep picks the kill moment of the random rounds.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from tests.unit.storage.helpers import T0, read_all
 
 REPO = Path(__file__).resolve().parents[3]
 ROUNDS = 24
+TEAR_EVERY = 3  # rounds 0, 3, 6, ... kill inside the write of a ~2 MB batch
+BIG = 1 << 20  # a next batch at least this large is one to tear
 ROUND_TIMEOUT = 60.0
 
 
@@ -55,16 +62,45 @@ class LineReader:
         line, self.buf = self.buf.split(b"\n", 1)
         return line.decode()
 
+    def pending(self) -> bool:
+        """Whether more output is already waiting (buffered or in the pipe)."""
+        return b"\n" in self.buf or bool(self.sel.select(0))
+
     def close(self) -> None:
         self.sel.close()
 
 
+def kill_mid_write(
+    proc: subprocess.Popen[bytes], directory: Path, active: str, size: int, batch: int, leo: int, deadline: float
+) -> bool:
+    """Poll the file the child's next append writes ``batch`` bytes to -- the active segment
+    (``size`` bytes so far) or the segment it rolls to (base ``leo``) -- and SIGKILL the child
+    as soon as part of the batch is there. False (no kill) when the write was already complete
+    at the first look: the announcement was stale, the test has to wait for another one."""
+    current = directory / active
+    rolled = directory / f"{leo:020d}.log"
+    while time.monotonic() < deadline:
+        grown = os.stat(current).st_size - size
+        if grown <= 0:
+            try:
+                grown = os.stat(rolled).st_size
+            except FileNotFoundError:
+                grown = 0
+        if grown >= batch:
+            return False
+        if grown > 0:
+            proc.send_signal(signal.SIGKILL)
+            return True
+    raise TimeoutError("the child's write did not start in time")
+
+
 def run_child(
-    directory: Path, seed: int, recovery_point: int, appends: int, delay: float
+    directory: Path, seed: int, recovery_point: int, appends: int, delay: float, tear: bool = False
 ) -> tuple[int, int, int]:
     """Start a writer, let it acknowledge ``appends`` appends, SIGKILL it ``delay`` seconds
-    later (a random point inside the next append). Returns (log end offset it opened with,
-    last acknowledged log end offset, last recovery point reported)."""
+    later (a random point inside the next append) -- or, with ``tear``, while it writes a ~2 MB
+    batch (see kill_mid_write). Returns (log end offset it opened with, last acknowledged
+    log end offset, last recovery point reported)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.unit.storage.crash_writer", str(directory), str(seed), str(recovery_point)],
         stdout=subprocess.PIPE,
@@ -78,15 +114,29 @@ def run_child(
         assert kind == "open"
         acked, flushed = int(opened), int(rp)
         seen = 0
-        while seen < appends:
-            kind, value = reader.line(deadline).split()
+        next_size, active, active_size = 0, "", 0  # the next append, as last announced
+        while True:
+            kind, value, *rest = reader.line(deadline).split()
             if kind == "a":
                 acked = int(value)
+                next_size, active, active_size = int(rest[0]), rest[1], int(rest[2])
                 seen += 1
             else:
                 flushed = int(value)
-        time.sleep(delay)  # not waiting for an event: choosing the moment of the kill
-        proc.send_signal(signal.SIGKILL)
+            if seen < appends:
+                continue
+            if not tear:
+                time.sleep(delay)  # not waiting for an event: choosing the moment of the kill
+                proc.send_signal(signal.SIGKILL)
+                break
+            # only the child's latest announcement tells where its write is going now
+            if (
+                kind == "a"
+                and next_size >= BIG
+                and not reader.pending()
+                and kill_mid_write(proc, directory, active, active_size, next_size, acked, deadline)
+            ):
+                break
     finally:
         proc.kill()
         proc.wait(timeout=ROUND_TIMEOUT)
@@ -141,11 +191,12 @@ def test_sigkill_during_appends_leaves_a_valid_prefix(tmp_path: Path, caplog: py
     rng = random.Random(20240601)
     verified_leo = 0
     recovery_point = 0
-    torn = 0
+    torn = aimed_torn = 0
     caplog.set_level(logging.WARNING, logger="odradek.storage")
     for round_ in range(ROUNDS):
         opened, acked, flushed = run_child(
-            directory, round_, recovery_point, rng.randint(1, 6), rng.uniform(0, 0.002)
+            directory, round_, recovery_point, rng.randint(1, 6), rng.uniform(0, 0.002),
+            tear=round_ % TEAR_EVERY == 0,
         )
         assert opened == verified_leo  # the child's own recovery agreed with ours
         caplog.clear()
@@ -153,11 +204,18 @@ def test_sigkill_during_appends_leaves_a_valid_prefix(tmp_path: Path, caplog: py
         try:
             # acknowledged appends were in the page cache: a killed process loses none
             assert log.log_end_offset >= acked
-            torn += "invalid bytes" in caplog.text
+            tore = "invalid bytes" in caplog.text
+            torn += tore
+            aimed_torn += tore and round_ % TEAR_EVERY == 0
             verify(log, verified_leo)
             verified_leo = log.log_end_offset
             recovery_point = log.recovery_point
         finally:
             log.close(flush=False)
     assert verified_leo > 0
-    print(f"{ROUNDS} kills, {torn} left a torn tail, final log end offset {verified_leo}")
+    aimed = len(range(0, ROUNDS, TEAR_EVERY))
+    print(
+        f"{ROUNDS} kills, {torn} left a torn tail ({aimed_torn} of the {aimed} aimed at a write), "
+        f"final log end offset {verified_leo}"
+    )
+    assert torn >= 1, "no kill landed inside a write: the torn-tail recovery went untested"

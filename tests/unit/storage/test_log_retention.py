@@ -46,6 +46,26 @@ def test_retention_by_time(tmp_path: Path) -> None:
         log.close()
 
 
+def test_retention_by_time_boundary(tmp_path: Path) -> None:
+    """Kafka (UnifiedLog.deleteRetentionMsBreachedSegments) deletes a segment only when
+    now - largestTimestamp > retention.ms: one exactly retention.ms old is kept."""
+    clock = Clock(T0 + 1_000 + 5_000)  # segment 0 (largest ts T0+1000) is exactly 5000 ms old
+    log = make_log(tmp_path, clock, retention_ms=5_000)
+    try:
+        assert log.delete_old_segments() == 0
+        assert bases(log) == [0, 2, 4, 6, 8] and log.log_start_offset == 0
+        clock.advance(1)
+        assert log.delete_old_segments() == 1
+        assert bases(log) == [2, 4, 6, 8] and log.log_start_offset == 2
+        clock.ms = T0 + 3_000 + 5_000  # segment 1 exactly at the limit, through the explicit now too
+        assert log.delete_old_segments() == 0
+        assert log.delete_old_segments(now_ms=T0 + 8_000) == 0
+        assert log.delete_old_segments(now_ms=T0 + 8_001) == 1
+        assert bases(log) == [4, 6, 8]
+    finally:
+        log.close()
+
+
 def test_retention_by_size(tmp_path: Path) -> None:
     clock = Clock(T0)
     log = make_log(tmp_path, clock)

@@ -8,7 +8,7 @@ from pathlib import Path
 from protocol.records import read_header
 from storage.config import LogConfig
 from storage.log import Log
-from tests.unit.storage.helpers import T0, Clock, client_batch, read_all, segment_names
+from tests.unit.storage.helpers import T0, Clock, client_batch, headers_of, read_all, segment_names
 
 
 def make(tmp_path: Path, clock: Clock | None = None, **cfg: object) -> Log:
@@ -189,15 +189,17 @@ def test_retention_in_a_thread_while_appending_and_reading(tmp_path: Path) -> No
 
 def test_preallocated_segments(tmp_path: Path, caplog: object) -> None:
     size = len(client_batch(2))
-    cfg = LogConfig(segment_bytes=10 * size, preallocate=True)
+    prealloc = 10 * size + size // 2  # five batches fit, the data never fills the file
+    cfg = LogConfig(segment_bytes=prealloc, preallocate=True)
     log = Log.open(tmp_path / "t-0", cfg, now=Clock())
     first = log.dir / "00000000000000000000.log"
-    assert first.stat().st_size == 10 * size  # the whole segment up front
+    assert first.stat().st_size == prealloc  # the whole segment up front
     for _ in range(12):
         log.append_as_leader(client_batch(2), 0)
-    assert first.stat().st_size == 10 * size  # rolled: trimmed to the data, which fills it
+    assert [s.base_offset for s in log.segments] == [0, 20]
+    assert first.stat().st_size == 10 * size  # rolled: trimmed to its data
     active = log.active_segment.log_path
-    assert active.stat().st_size == 10 * size and log.active_segment.size == 2 * size
+    assert active.stat().st_size == prealloc and log.active_segment.size == 2 * size
     for seg in log.segments:  # crash: the active segment is left preallocated
         seg.close_handlers()
     log = Log.open(tmp_path / "t-0", cfg, now=Clock())
@@ -207,3 +209,25 @@ def test_preallocated_segments(tmp_path: Path, caplog: object) -> None:
         assert read_header(read_all(log)).base_offset == 0
     finally:
         log.close()
+
+
+def test_clean_close_trims_the_preallocated_active_segment(tmp_path: Path) -> None:
+    size = len(client_batch(2))
+    cfg = LogConfig(segment_bytes=10 * size + size // 2, preallocate=True)
+    log = Log.open(tmp_path / "t-0", cfg, now=Clock())
+    for _ in range(3):
+        log.append_as_leader(client_batch(2), 0)
+    active = log.active_segment.log_path
+    assert active.stat().st_size == 10 * size + size // 2
+    log.close()
+    assert active.stat().st_size == 3 * size  # only the data is left
+    log = Log.open(tmp_path / "t-0", cfg, now=Clock(), clean_shutdown=True)
+    try:
+        assert log.log_end_offset == 6 and log.active_segment.size == 3 * size
+        assert active.stat().st_size == 3 * size
+        log.append_as_leader(client_batch(2), 0)  # appends go right after the data
+        assert log.log_end_offset == 8
+        assert [h[1] for h in headers_of(read_all(log))] == [0, 2, 4, 6]
+    finally:
+        log.close()
+    assert active.stat().st_size == 4 * size

@@ -23,9 +23,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     if key_type != 0:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
-    gc = ctx.server.group_coordinator
-    if not key:
-        return ErrorCode.INVALID_REQUEST, -1, "", -1
+    gc = ctx.server.group_coordinator  # an empty key is a group too ("" may commit offsets)
     if not gc.ensure_offsets_topic():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     topic = ctx.server.controller.image.topics[gc._topic.name]

@@ -143,6 +143,8 @@ class InitialDelayedJoin(DelayedJoin):
             group.new_member_added = False
             delay = min(self.configured_delay_ms, self.remaining_ms)
             remaining = max(self.remaining_ms - delay, 0)
+            log.info("new members joined: delaying the initial rebalance", group=group.group_id,
+                     delay_ms=delay, remaining_ms=remaining)
             self.coordinator.rebalance_purgatory.try_complete_else_watch(
                 InitialDelayedJoin(self.coordinator, group, self.configured_delay_ms, delay, remaining),
                 [("join", group.group_id)],

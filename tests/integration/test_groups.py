@@ -126,6 +126,9 @@ def test_three_consumers_split_six_partitions_and_consume_exactly_once(gbroker: 
     def run(idx: int) -> None:
         c = consumer(gbroker, "three")
         try:
+            # Metadata first: a kafka-python leader whose metadata does not know the topic yet
+            # assigns nothing (as in test_groups_scenarios.py).
+            assert c.partitions_for_topic("six") == set(range(6))
             c.subscribe(["six"])
             while not stop.is_set():
                 batches = c.poll(timeout_ms=100)

@@ -37,6 +37,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections import Counter
@@ -95,6 +96,11 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         # cleaner-offset-checkpoint entries of existing logs (no cleaner yet: kept, not used)
         self.cleaner_offsets: dict[TopicPartition, int] = {}
+        # partition.metadata files of new logs, written but not yet fsynced (Kafka's record()
+        # then maybeFlush() on its scheduler): creating a topic runs on the event loop, where
+        # fifty fsyncs for __consumer_offsets would stall every connection.
+        self._unsynced_metadata: list[PartitionMetadataFile] = []
+        self._metadata_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -198,7 +204,11 @@ class LogManager:
         d = min(self.log_dirs, key=lambda x: counts[x])  # the fewest logs; ties: first listed
         path = d / f"{topic}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
-        PartitionMetadataFile(PartitionMetadataFile.new_file(path)).write(topic_id)
+        metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(path))
+        metadata.write(topic_id, sync=False)  # readable now; durable at the next flush task
+        metadata.record(topic_id)
+        with self._metadata_lock:
+            self._unsynced_metadata.append(metadata)
         new = Log.open(
             path,
             config,
@@ -245,9 +255,26 @@ class LogManager:
             lg.remove_expired_producers(now_ms)
         return deleted
 
+    def flush_partition_metadata(self) -> int:
+        """Write durably (fsync, rename, fsync dir) the partition.metadata files of logs created
+        since the last call; a log deleted meanwhile is skipped. Returns files written."""
+        with self._metadata_lock:
+            pending, self._unsynced_metadata = self._unsynced_metadata, []
+        written = 0
+        for metadata in pending:
+            if metadata.path.parent.is_dir():
+                try:
+                    metadata.maybe_flush()
+                    written += 1
+                except FileNotFoundError:  # the partition was deleted while we wrote
+                    pass
+        return written
+
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
-        """fsync what flush.ms / flush.messages or a roll has made due; returns logs flushed."""
+        """fsync what flush.ms / flush.messages or a roll has made due, and new logs'
+        partition.metadata; returns logs flushed."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.flush_partition_metadata()
         flushed = 0
         for _, lg in self:
             offset = lg.flush_due(now_ms)
@@ -300,6 +327,7 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log (closing snapshots its producer state at the log end
         offset), write the checkpoints and the clean-shutdown marker."""
+        self.flush_partition_metadata()
         for _, lg in self:
             lg.flush()
         self.checkpoint_recovery_points()

@@ -85,3 +85,34 @@ def test_delete_removes_the_partition_directory(tmp_path: Path) -> None:
     assert lm.get_log("gone", 0) is None
     assert not any(p.name.startswith("gone-0") for p in d.iterdir())
     lm.shutdown()
+
+
+def test_new_logs_fsync_partition_metadata_later_not_on_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a log runs on the broker's event loop (topic creation): it writes
+    partition.metadata without fsync, and the periodic flush task (an executor) makes it
+    durable, as Kafka's record() / maybeFlush(). A log deleted before that is skipped."""
+    import os
+
+    d = tmp_path / "logs"
+    lm = LogManager.open(config(d))
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    try:
+        for p in range(3):
+            lm.get_or_create_log("t", p, LogConfig(), uuid.UUID(int=7))
+        assert synced == []  # nothing fsynced on the creating thread
+        for p in range(3):
+            assert (d / f"t-{p}" / "partition.metadata").read_text() == (
+                "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAABw")
+        lm.async_delete("t", 2)
+        assert lm.flush_dirty_logs() == 0
+        assert len(synced) >= 2 * 2  # t-0, t-1: file and directory each; t-2 skipped
+        synced.clear()
+        assert lm.flush_partition_metadata() == 0  # written once only
+        assert synced == []
+        assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-")) == ["t-0", "t-1"]
+    finally:
+        lm.shutdown()

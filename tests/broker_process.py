@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# Broker settings for group tests: groups form at once and short sessions are allowed.
+FAST_GROUPS = ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"]
 
 
 def free_port() -> int:

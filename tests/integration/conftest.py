@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.broker_process import BrokerProcess
+from tests.broker_process import FAST_GROUPS, BrokerProcess
 
 
 @pytest.fixture
@@ -15,3 +17,24 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield b
     finally:
         b.stop()
+
+
+@pytest.fixture
+def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker for consumer-group tests (FAST_GROUPS)."""
+    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def admin(gbroker: BrokerProcess) -> Iterator[Any]:
+    """kafka-python's admin client on `gbroker` (test_admin.py has its own on `broker`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaAdminClient
+    a = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
+    yield a
+    a.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker_process import REPO, BrokerProcess, free_port
+from tests.client_waits import poll_until_assigned
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -306,8 +307,7 @@ def test_active_group_members_state_and_delete(broker: BrokerProcess) -> None:
     consumer = KafkaConsumer("live", bootstrap_servers=b, group_id="watchers",
                              client_id="watcher-1", session_timeout_ms=6000)
     try:
-        while not consumer.assignment():
-            consumer.poll(100)
+        poll_until_assigned(consumer)
         members = rows(ok("groups", "describe", "watchers", "--members", bootstrap=b), "GROUP")
         assert len(members) == 1
         assert members[0][0] == "watchers" and members[0][3:] == ["/127.0.0.1", "watcher-1", "3"]

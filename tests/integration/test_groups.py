@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -27,7 +24,8 @@ from protocol.messages import leave_group_request as lgr
 from protocol.messages import offset_commit_request as ocr
 from protocol.messages import offset_fetch_request as ofr
 from protocol.messages import sync_group_request as sgr
-from tests.broker_process import BrokerProcess
+from tests.broker_process import FAST_GROUPS, BrokerProcess
+from tests.client_waits import poll_until_assigned
 from tests.raw_client import RawConnection
 
 with warnings.catch_warnings():
@@ -37,23 +35,6 @@ with warnings.catch_warnings():
     from kafka.admin import NewTopic
     from kafka.structs import OffsetAndMetadata
 
-FAST = ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"]
-
-
-@pytest.fixture
-def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
-@pytest.fixture
-def admin(gbroker: BrokerProcess) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
-    yield a
-    a.close()
 
 
 def consumer(broker: BrokerProcess, group: str, **kw: Any) -> KafkaConsumer:
@@ -178,7 +159,7 @@ def test_three_consumers_split_six_partitions_and_consume_exactly_once(gbroker: 
 
 
 def test_committed_offsets_and_group_survive_restart(tmp_path: Path) -> None:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
+    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
     try:
         a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
         a.create_topics([NewTopic("keep", 2, 1)])
@@ -195,8 +176,7 @@ def test_committed_offsets_and_group_survive_restart(tmp_path: Path) -> None:
         c.close()
         m = consumer(b, "members")  # a managed group: its GroupMetadata record must reload too
         m.subscribe(["keep"])
-        while len(m.assignment()) < 2:
-            m.poll(timeout_ms=100)
+        poll_until_assigned(m, 2)
         m.close()  # leaves: generation 2, Empty
         assert b.stop() == 0
 
@@ -328,8 +308,7 @@ def test_admin_list_describe_delete_groups(gbroker: BrokerProcess, admin: KafkaA
     admin.create_topics([NewTopic("adm", 2, 1)])
     c = consumer(gbroker, "admin-group")
     c.subscribe(["adm"])
-    while len(c.assignment()) < 2:
-        c.poll(timeout_ms=100)
+    poll_until_assigned(c, 2)
     c.commit({TopicPartition("adm", 0): OffsetAndMetadata(0, "", -1)})
     listed = admin.list_groups()
     assert [(g["group_id"], g["protocol_type"], g["group_state"]) for g in listed] == [("admin-group", "consumer", "Stable")]
@@ -523,7 +502,7 @@ def test_cooperative_sticky_rebalance_with_librdkafka(gbroker: BrokerProcess, ad
 
 
 def test_sigterm_answers_parked_joins_instead_of_waiting_for_them(tmp_path: Path) -> None:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
+    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
     a, n = RawConnection(b.port, "raw-group-test"), RawConnection(b.port, "raw-group-test")
     pool = ThreadPoolExecutor(1)
     try:

@@ -32,17 +32,7 @@ with warnings.catch_warnings():
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-FAST = ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"]
 EXTEND_LINE = "new members joined: delaying the initial rebalance"
-
-
-@pytest.fixture
-def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 
 from protocol.messages import FindCoordinatorRequest, OffsetFetchRequest
 from protocol.messages import offset_fetch_request as ofr
-from tests.broker_process import REPO, BrokerProcess
+from tests.broker_process import FAST_GROUPS, REPO, BrokerProcess
 from tests.raw_client import RawConnection
 
 with warnings.catch_warnings():
@@ -30,24 +30,7 @@ with warnings.catch_warnings():
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.structs import OffsetAndMetadata
 
-FAST = ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"]
 CONSUMER_SCRIPT = Path(__file__).with_name("group_consumer_proc.py")
-
-
-@pytest.fixture
-def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
-@pytest.fixture
-def admin(gbroker: BrokerProcess) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
-    yield a
-    a.close()
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:
@@ -417,7 +400,7 @@ def test_new_member_triggers_incremental_cooperative_rebalance(gbroker: BrokerPr
 # -- 4. committed offsets survive a broker SIGKILL -----------------------------------------------------
 
 def test_committed_offsets_survive_broker_sigkill(tmp_path: Path) -> None:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST).start()
+    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
     port = b.port
     try:
         a = KafkaAdminClient(bootstrap_servers=b.bootstrap)

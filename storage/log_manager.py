@@ -262,12 +262,11 @@ class LogManager:
             pending, self._unsynced_metadata = self._unsynced_metadata, []
         written = 0
         for metadata in pending:
-            if metadata.path.parent.is_dir():
-                try:
-                    metadata.maybe_flush()
-                    written += 1
-                except FileNotFoundError:  # the partition was deleted while we wrote
-                    pass
+            try:
+                metadata.maybe_flush()
+            except FileNotFoundError:  # the partition was deleted since
+                continue
+            written += 1
         return written
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:

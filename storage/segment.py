@@ -36,14 +36,15 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol.primitives import I64
 from protocol.records import (
+    BASE_OFFSET,
     LOG_OVERHEAD,
     RecordsError,
     decode_records,
@@ -97,7 +98,6 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 _INT32_MAX = 2147483647
-_BASE_OFFSET = struct.Struct(">q").unpack_from
 _LONG_MAX = 9223372036854775807
 
 
@@ -417,7 +417,7 @@ class LogSegment:
         except OSError as e:
             raise StorageError(f"Error while appending to {self._file.path}: {e}") from e
         self._size = pos + n
-        self._last_append = (_BASE_OFFSET(records, 0)[0], pos)
+        self._last_append = (I64.unpack_from(records, BASE_OFFSET)[0], pos)
         max_ts = self._max_ts
         if max_ts is None:
             max_ts = self._read_max_timestamp_and_offset().timestamp

@@ -10,23 +10,23 @@ import pytest
 from tests.broker_process import FAST_GROUPS, BrokerProcess
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=["num.partitions=1"]).start()
+def _running(tmp_path: Path, overrides: list[str]) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path / "data", overrides=overrides).start()
     try:
         yield b
     finally:
         b.stop()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    yield from _running(tmp_path, ["num.partitions=1"])
 
 
 @pytest.fixture
 def gbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A broker for consumer-group tests (FAST_GROUPS)."""
-    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+    yield from _running(tmp_path, FAST_GROUPS)
 
 
 @pytest.fixture

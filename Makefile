@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test lint bench generate check-generated clean venv deps test-deps
+.PHONY: run test lint bench generate check-generated clean venv deps test-deps java-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +20,16 @@ $(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
-test-deps: $(VENV)/.test-installed
+test-deps: $(VENV)/.test-installed java-deps
+
+# Kafka 3.9 and Spark's kafka connector jars into build/java/ (cached; a no-op when current)
+java-deps: $(VENV)/.test-installed
+	PY=$(PY) bash scripts/install-java-deps
 
 run: $(VENV)/.installed
 	$(VENV)/bin/odradek serve --listeners PLAINTEXT://localhost:$(PORT) --log-dirs $(DATA)
 
-test: $(VENV)/.test-installed
+test: test-deps
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test-installed
@@ -35,7 +39,7 @@ lint: $(VENV)/.test-installed
 generate: $(VENV)/.installed
 	$(PY) -m protocol.generator
 
-bench: $(VENV)/.test-installed
+bench: test-deps
 	$(PY) -m tests.bench
 
 clean:

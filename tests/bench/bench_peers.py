@@ -426,7 +426,7 @@ def report(res: dict[str, Any], img: dict[str, str], previous: dict[str, Any] | 
 # ---------------------------------------------------------------------------- plots
 
 
-COLORS = {"Odradek": "#4c72b0", "Redis": "#c44e52", "NATS": "#55a868"}
+COLORS = {"Odradek": "#4c72b0", "Kafka": "#8172b2", "Redis": "#c44e52", "NATS": "#55a868"}
 
 
 def plot_bars(res: dict[str, Any], names: list[str], value: Callable[[Row], float],

@@ -109,8 +109,11 @@ class Odradek(System):
         self.broker: BrokerProcess | None = None
 
     def start(self, workdir: Path) -> None:
+        # Kafka's default checkpoint interval, and groups that form at once as in the reference
+        # Kafka's single-node settings (ConsumerPerformance joins a group)
         self.broker = BrokerProcess(workdir / "odradek",
-                                    overrides=["log.flush.offset.checkpoint.interval.ms=60000"])
+                                    overrides=["log.flush.offset.checkpoint.interval.ms=60000",
+                                               "group.initial.rebalance.delay.ms=0"])
         self.broker.start()
 
     def stop(self) -> None:
@@ -132,6 +135,13 @@ class Odradek(System):
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
         for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+            fut.result(30)
+
+    def drop(self, topic: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        for fut in admin.delete_topics([topic]).values():
             fut.result(30)
 
     def produce(self, key: str, n: int, size: int, partitions: int, acks: str) -> Run:
@@ -160,6 +170,42 @@ class Odradek(System):
     def e2e(self, key: str, rate: float, n: int, size: int) -> Latency:
         r = run_e2e(self.bootstrap, key, rate, n, size, acks="1", timeout_s=30)
         return Latency(r.latency, r.sent, r.received)
+
+
+class Kafka(Odradek):
+    """Apache Kafka 3.9 (tests/compat/reference_kafka.py, one KRaft node) with the heap and
+    collector `kafka-server-start.sh` gives it, driven by the same librdkafka functions as
+    Odradek: every workload method is Odradek's, only the server differs."""
+
+    name = "Kafka"
+    # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS
+    JVM = ("-Xmx1g", "-Xms1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+           "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+           "-Djava.awt.headless=true")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kafka: Any = None
+
+    def start(self, workdir: Path) -> None:
+        from tests.compat.reference_kafka import ReferenceKafka
+
+        self.kafka = ReferenceKafka(workdir / "kafka", jvm_args=self.JVM)
+        self.kafka.start(timeout=120)
+
+    def stop(self) -> None:
+        if self.kafka is not None:
+            self.kafka.stop()
+
+    @property
+    def pid(self) -> int:
+        assert self.kafka is not None
+        return self.kafka.pid()
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.kafka is not None
+        return self.kafka.bootstrap
 
 
 class _Thread(threading.Thread):
@@ -477,7 +523,8 @@ class Nats(System):
         self.run(delete())
 
 
-SYSTEMS: dict[str, type[System]] = {"odradek": Odradek, "redis": Redis, "nats": Nats}
+SYSTEMS: dict[str, type[System]] = {"odradek": Odradek, "kafka": Kafka, "redis": Redis,
+                                     "nats": Nats}
 
 
 def jitter() -> str:

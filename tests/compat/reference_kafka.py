@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.broker_process import free_port
@@ -32,8 +32,9 @@ class ReferenceKafka:
     """One Kafka 3.9 KRaft node on free loopback ports, data under `work_dir`."""
 
     def __init__(self, work_dir: Path, overrides: Mapping[str, str] | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, jvm_args: Sequence[str] = BROKER_JVM) -> None:
         self.work_dir = Path(work_dir)
+        self.jvm_args = tuple(jvm_args)
         self.log_dir = self.work_dir / "kafka-data"
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -71,7 +72,7 @@ class ReferenceKafka:
             run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
         self._started.clear()
         self.proc = subprocess.Popen(
-            java_command("kafka.Kafka", [str(config)], jvm_args=BROKER_JVM),
+            java_command("kafka.Kafka", [str(config)], jvm_args=self.jvm_args),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self._reader.start()

@@ -1,5 +1,10 @@
 """One broker and one SparkSession for the whole Spark test run: a JVM start costs seconds and a
-2-core CI machine cannot afford one per test. Each test uses its own topics and checkpoints."""
+2-core CI machine cannot afford one per test. Each test uses its own topics and checkpoints.
+
+The session carries Spark's own `kafka` connector (`spark.jars`, from build/java, installed by
+`make test-deps`) beside the `odradek` Python data source: jars can only be given when the JVM
+starts, so the tests of both connectors share it (a missing jar folder fails with the command
+that installs it)."""
 
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from spark_connector import register
+    from tests.compat.jvm import spark_connector_jars
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -56,6 +62,7 @@ def spark() -> Iterator[Any]:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.jars", ",".join(spark_connector_jars()))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

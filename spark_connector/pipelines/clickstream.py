@@ -1,10 +1,11 @@
 """Clickstream: per-page click counts over 10-second event-time windows, Odradek in and out.
 
     python -m spark_connector.pipelines.clickstream --bootstrap-server 127.0.0.1:9092
-    odradek pipeline clickstream --bootstrap-server 127.0.0.1:9092
+    odradek pipeline clickstream --bootstrap-server 127.0.0.1:9092 [--source kafka]
 
 A generator produces JSON click events `{"user": "u7", "page": "/cart", "ts": <epoch ms>}` to topic
-`clicks` (key = user). The Spark job reads them with the `odradek` source, parses the JSON, counts
+`clicks` (key = user). The Spark job reads them with the `odradek` data source (or, with
+`--source kafka`, Spark's own Java `kafka` connector: same options, same rows), parses the JSON, counts
 clicks per page over tumbling 10-second windows of *event* time with a 10-second watermark (late
 clicks within the watermark still count; a window is emitted once, in append mode, when the
 watermark passes its end), and writes each finished window to topic `page-counts` (key = page,
@@ -12,7 +13,8 @@ JSON value) and to Parquet.
 
 Both outputs are written from one `foreachBatch`, so the aggregation state exists once. Parquet
 goes to `<output>/batch_id=<n>/` with mode overwrite, so a re-run micro-batch replaces its own
-files (exactly-once); the topic gets the at-least-once guarantee of the odradek sink.
+files (exactly-once); the topic gets the at-least-once guarantee of the sink (both connectors'
+sinks are at-least-once). The counts are the same whichever connector runs the job.
 
 Two ways to run: `--available-now` produces all events first (stamped with simulated times
 `--spacing-ms` apart), processes what is there and stops: deterministic, used by the tests and
@@ -34,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: The Spark data sources the job can read clicks and write counts with: this repository's Python
+#: source, or Spark's Java kafka connector (its jars on the class path: kafka_jars.py).
+SOURCES = ("odradek", "kafka")
 CLICKS_TOPIC = "clicks"
 COUNTS_TOPIC = "page-counts"
 PAGES = ("/", "/products", "/products/42", "/cart", "/checkout", "/help")
@@ -119,14 +124,18 @@ def produce_clicks(bootstrap: str, clicks: Iterable[Click], topic: str = CLICKS_
 
 
 def page_counts(spark: Any, bootstrap: str, topic: str = CLICKS_TOPIC,
-                max_offsets_per_trigger: int | None = None) -> Any:
-    """The streaming DataFrame of finished windows: window_start, window_end, page, count."""
+                max_offsets_per_trigger: int | None = None, source: str = "odradek") -> Any:
+    """The streaming DataFrame of finished windows: window_start, window_end, page, count, with
+    clicks read through `source` (one of SOURCES)."""
     from pyspark.sql import functions as F
 
     from spark_connector import register
 
-    register(spark)
-    reader = (spark.readStream.format("odradek")
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
+    if source == "odradek":
+        register(spark)
+    reader = (spark.readStream.format(source)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic)
               .option("startingOffsets", "earliest"))
@@ -148,8 +157,10 @@ def page_counts(spark: Any, bootstrap: str, topic: str = CLICKS_TOPIC,
 def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
           clicks_topic: str = CLICKS_TOPIC, counts_topic: str = COUNTS_TOPIC,
           available_now: bool = False, trigger_seconds: int = 5,
-          max_offsets_per_trigger: int | None = None, echo: bool = False) -> Any:
-    """Start the streaming query; returns the StreamingQuery."""
+          max_offsets_per_trigger: int | None = None, echo: bool = False,
+          source: str = "odradek") -> Any:
+    """Start the streaming query, reading and writing through `source`; returns the
+    StreamingQuery."""
     from pyspark.sql import functions as F
 
     def write_batch(batch: Any, batch_id: int) -> None:
@@ -160,7 +171,7 @@ def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
             (batch.select(F.col("page").alias("key"),
                           F.to_json(F.struct("window_start", "window_end", "page", "count"))
                           .alias("value"))
-             .write.format("odradek")
+             .write.format(source)
              .option("kafka.bootstrap.servers", bootstrap)
              .option("topic", counts_topic)
              .mode("append").save())
@@ -171,7 +182,7 @@ def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
         finally:
             batch.unpersist()
 
-    writer = (page_counts(spark, bootstrap, clicks_topic, max_offsets_per_trigger)
+    writer = (page_counts(spark, bootstrap, clicks_topic, max_offsets_per_trigger, source)
               .writeStream.outputMode("append")
               .foreachBatch(write_batch)
               .option("checkpointLocation", str(checkpoint)))
@@ -195,8 +206,10 @@ def format_row(row: Any) -> str:
 
 
 def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate: float,
-        spacing_ms: int, trigger_seconds: int, master: str = "local[2]") -> int:
-    """The command-line job: generate, process, print the windows; returns an exit status."""
+        spacing_ms: int, trigger_seconds: int, master: str = "local[2]",
+        source: str = "odradek", jars: Sequence[str] = ()) -> int:
+    """The command-line job: generate, process, print the windows; returns an exit status.
+    `jars` go to `spark.jars` (Spark's kafka connector for source "kafka": kafka_jars.py)."""
     from pyspark.sql import SparkSession
 
     # Spark's Python workers must run this interpreter (the one with kafka-python and this repo).
@@ -204,11 +217,13 @@ def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate:
     output = output.resolve()
     parquet, checkpoint = output / "page_counts", output / "_checkpoint"
     ensure_topics(bootstrap, CLICKS_TOPIC, COUNTS_TOPIC)
-    spark = (SparkSession.builder.master(master).appName("odradek-clickstream")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("odradek-clickstream")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         print(f"window (UTC)       page           count   <- {COUNTS_TOPIC} and {parquet}",
@@ -217,11 +232,12 @@ def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate:
             start_ms = (int(time.time() * 1000) // 60_000) * 60_000  # a whole minute
             n = produce_clicks(bootstrap, generate_clicks(events, start_ms, spacing_ms))
             print(f"produced {n} clicks to {CLICKS_TOPIC}", file=sys.stderr, flush=True)
-            query = start(spark, bootstrap, parquet, checkpoint, available_now=True, echo=True)
+            query = start(spark, bootstrap, parquet, checkpoint, available_now=True, echo=True,
+                          source=source)
             query.awaitTermination()
         else:
             query = start(spark, bootstrap, parquet, checkpoint, trigger_seconds=trigger_seconds,
-                          echo=True)
+                          echo=True, source=source)
             live = (Click(f"u{random.randrange(50)}", random.choice(PAGES),
                           int(time.time() * 1000)) for _ in range(events))
             produce_clicks(bootstrap, live, rate=rate)  # the query runs meanwhile
@@ -238,6 +254,20 @@ def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate:
         spark.stop()
 
 
+def resolve_jars(source: str, kafka_jars: str | None) -> list[str]:
+    """The `spark.jars` a run needs: Spark's kafka connector for source "kafka", none for the
+    Python source. Raises kafka_jars.KafkaJarsNotFound (with what to do) before Spark starts."""
+    from pyspark import __version__
+
+    from spark_connector.pipelines.kafka_jars import KafkaJarsNotFound, kafka_connector_jars
+
+    if source != "kafka":
+        if kafka_jars:
+            raise KafkaJarsNotFound("--kafka-jars is for --source kafka")
+        return []
+    return kafka_connector_jars(kafka_jars, __version__)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -252,10 +282,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--spacing-ms", type=int, default=100,
                    help="--available-now: simulated event-time gap between clicks")
     p.add_argument("--trigger-seconds", type=int, default=5)
+    p.add_argument("--source", choices=SOURCES, default="odradek",
+                   help="the Spark data source: odradek (Python) or kafka (Spark's connector)")
+    p.add_argument("--kafka-jars", help="--source kafka: a folder of Spark's kafka connector jars "
+                                        "or comma-separated jar files (default: build/java)")
     args = p.parse_args(argv)
+    from spark_connector.pipelines.kafka_jars import KafkaJarsNotFound
+
+    try:
+        jars = resolve_jars(args.source, args.kafka_jars)
+    except KafkaJarsNotFound as e:
+        p.error(str(e))
     return run(args.bootstrap_server, args.output, events=args.events,
                available_now=args.available_now, rate=args.rate, spacing_ms=args.spacing_ms,
-               trigger_seconds=args.trigger_seconds)
+               trigger_seconds=args.trigger_seconds, source=args.source, jars=jars)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ background load hits both alike:
 
 Each broker's CPU time is read before and after every workload (tests/bench/peers.py's
 `cpu_seconds`: on-CPU ns of every thread from /proc/<pid>/task/*/schedstat, the JVM's GC and JIT
-threads included) and reported per record. Before the measured trials one unrecorded warm-up
-trial at a fifth of the size runs everything once (the JVM's JIT, __consumer_offsets, page cache);
-then every workload runs `--trials` times, alternating which broker goes first, and the tables
-show the median.
+threads included) and reported per record. Unrecorded warm-ups at a fifth of the size come
+first (every librdkafka workload, each Java tool once, then the e2e rates: the JVM's JIT,
+__consumer_offsets, the group path); then every workload runs `--trials` times, alternating which
+broker goes first, and the tables show the median.
 
 Results: markdown on stdout (ratios first, raw figures last), PNG plots in <out dir>/img/kafka-*
 and the raw figures with the machine's fingerprint in <out dir>/benchmarks-kafka.json.
@@ -58,13 +58,13 @@ sys.path.insert(0, str(REPO))
 from tests.bench.bench_peers import (  # noqa: E402
     COLORS,
     CPU_METHOD,
-    fx,
     geomean,
     plot_latency,
     ratio,
     running,
     table,
 )
+from tests.bench.bench_peers import fx as fx2  # noqa: E402
 from tests.bench.kafka_tools import (  # noqa: E402
     PERF_TOOL_JVM,
     consumer_performance,
@@ -165,14 +165,16 @@ def consume_fn(client: str, system: System, topic: str, n: int,
     return java
 
 
-def run_trial(systems: list[System], n: int, trial: int, rows: list[Row]) -> None:
+def run_trial(systems: list[System], n: int, trial: int, rows: list[Row],
+              clients: tuple[str, ...] = CLIENTS, partition_counts: tuple[int, ...] = PARTITIONS,
+              acks_settings: tuple[str, ...] = ACKS) -> None:
     """Every produce and consume workload once on each broker; the order of the brokers flips
-    from one trial to the next."""
+    from one trial to the next. Consume reads what the acks=1 produce wrote."""
     order = systems if trial % 2 == 0 else systems[::-1]
-    for client in CLIENTS:
-        for partitions in PARTITIONS:
+    for client in clients:
+        for partitions in partition_counts:
             topics: dict[tuple[str, str], str] = {}
-            for acks in ACKS:
+            for acks in acks_settings:
                 for s in order:
                     topic = topics[s.name, acks] = f"{client}-p{partitions}-a{acks}-{jitter()}"
                     s.prepare(topic, partitions)
@@ -186,8 +188,28 @@ def run_trial(systems: list[System], n: int, trial: int, rows: list[Row]) -> Non
                 row = measure(s, consume_fn(client, s, topics[s.name, "1"], n, partitions))
                 rows.append({**row, "trial": trial, "client": client, "kind": "consume",
                              "partitions": partitions, "acks": "-"})
-                for acks in ACKS:
+                for acks in acks_settings:
                     s.drop(topics[s.name, acks], partitions)
+
+
+def run_e2e_rates(systems: list[System], rates: list[float], seconds: float,
+                  e2e: list[Row]) -> None:
+    """End-to-end latency at each rate on each broker, a fresh 1-partition topic each time."""
+    for rate in rates:
+        count = max(50, round(rate * seconds))
+        for s in systems:
+            topic = f"lat-{rate:g}-{jitter()}"
+            s.prepare(topic, 1)
+            log(f"  e2e {count:,} records at {rate:g}/s: {s.name}")
+            cpu0 = s.cpu_seconds()
+            lat = s.e2e(topic, rate, count, SIZE)
+            cpu = s.cpu_seconds() - cpu0
+            st = lat.stats
+            e2e.append({"system": s.name, "rate": rate, "sent": lat.sent,
+                        "received": lat.received, "avg_ms": st.avg_ms, "max_ms": st.max_ms,
+                        "p50_ms": st.p50, "p95_ms": st.p95, "p99_ms": st.p99,
+                        "p999_ms": st.p999, "broker_cpu_s": cpu})
+            s.drop(topic, 1)
 
 
 def idle_cpu(systems: list[System], seconds: float) -> dict[str, float]:
@@ -206,25 +228,18 @@ def run_all(n: int, trials: int, rates: list[float], e2e_seconds: float, idle_s:
     e2e: list[Row] = []
     with running(["odradek", "kafka"], workdir) as systems:
         servers = {s.name: {"pid": s.pid} for s in systems}
-        log(f"  warm-up trial, {max(500, n // 5):,} records per workload (not recorded)")
-        run_trial(systems, max(500, n // 5), -1, [])
+        # warm-up, not recorded: the brokers' JIT and caches, __consumer_offsets and the group
+        # path; every librdkafka workload, the Java tools once each (a JVM start per run)
+        warm = max(500, n // 5)
+        log(f"  warm-up, {warm:,} records per workload (not recorded)")
+        run_trial(systems, warm, -1, [], clients=("librdkafka",))
+        run_trial(systems, warm, -1, [], clients=("java",), partition_counts=(8,),
+                  acks_settings=("1",))
         for trial in range(trials):
             run_trial(systems, n, trial, rows)
-        for rate in rates:
-            count = max(50, round(rate * e2e_seconds))
-            for s in systems:
-                topic = f"lat-{rate:g}-{jitter()}"
-                s.prepare(topic, 1)
-                log(f"  e2e {count:,} records at {rate:g}/s: {s.name}")
-                cpu0 = s.cpu_seconds()
-                lat = s.e2e(topic, rate, count, SIZE)
-                cpu = s.cpu_seconds() - cpu0
-                st = lat.stats
-                e2e.append({"system": s.name, "rate": rate, "sent": lat.sent,
-                            "received": lat.received, "avg_ms": st.avg_ms, "max_ms": st.max_ms,
-                            "p50_ms": st.p50, "p95_ms": st.p95, "p99_ms": st.p99,
-                            "p999_ms": st.p999, "broker_cpu_s": cpu})
-                s.drop(topic, 1)
+        log("  e2e warm-up (not recorded)")
+        run_e2e_rates(systems, rates, e2e_seconds / 5, [])
+        run_e2e_rates(systems, rates, e2e_seconds, e2e)
         log(f"  idle CPU over {idle_s:g} s")
         idle = idle_cpu(systems, idle_s)
     return {"records": n, "size": SIZE, "trials": trials, "rows": rows, "e2e": e2e,
@@ -269,6 +284,13 @@ def medians(rows: list[Row]) -> dict[Key, dict[str, dict[str, float]]]:
                         "cpu_us": statistics.median(cpu_us(r) for r in rs),
                         "trials": len(rs)} for b, rs in brokers.items()}
     return out
+
+
+def fx(r: float | None) -> str:
+    """A ratio with two decimals, or two significant digits below 0.1 (0.0021x, not 0.00x)."""
+    if r is not None and r < 0.1:
+        return f"{r:.2g}x"
+    return fx2(r)
 
 
 def both(m: dict[str, dict[str, float]]) -> bool:
@@ -375,7 +397,7 @@ def report(res: dict[str, Any], img: dict[str, str], date: str, fp: dict[str, An
     lines += [
         "",
         "At rest after the workloads the brokers used "
-        + ", ".join(f"{name} {share:.1%}" for name, share in idle.items())
+        + ", ".join(f"{name} {idle[name]:.1%}" for name in BROKERS if name in idle)
         + " of a core (background threads; part of every window's broker CPU).",
         "",
         "### Raw figures (every trial)",

@@ -136,6 +136,18 @@ class Odradek(System):
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
         for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
             fut.result(30)
+        # Kafka answers CreateTopics once the controller has committed the topic; the broker's
+        # metadata cache learns it a moment later (as Kafka's own TestUtils.createTopic, wait
+        # until Metadata shows every partition with a leader)
+        deadline = time.monotonic() + 30
+        while True:
+            meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+            if (meta is not None and meta.error is None and len(meta.partitions) == partitions
+                    and all(p.leader >= 0 for p in meta.partitions.values())):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic} has no leaders 30 s after CreateTopics")
+            time.sleep(0.05)
 
     def drop(self, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient

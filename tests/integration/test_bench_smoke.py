@@ -5,6 +5,7 @@ to a temp dir (never docs/). No timing assertions: this proves the harness, not 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,85 @@ def test_servers_are_stopped_when_a_workload_fails(tmp_path: Path) -> None:
         assert all(p is not None and p.poll() is None for p in procs)
         raise Boom
     assert all(p is not None and p.poll() is not None for p in procs)
+
+
+def test_kafka_side_by_side_tiny_run(tmp_path: Path) -> None:
+    """`make bench`'s Apache Kafka 3.9 section at a tiny size: both brokers started and stopped,
+    every workload measured through both clients (librdkafka and Kafka's Java perf tools),
+    ratio tables that match the raw JSON, plots, and a page that re-renders from the JSON."""
+    out = tmp_path / "site" / "benchmarks.md"
+    out.parent.mkdir()
+    r = subprocess.run([sys.executable, "-m", "tests.bench", "--only", "broker", "--scale", "0.002",
+                        "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=400,
+                       check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = out.read_text()
+    assert "failed:" not in md
+    assert "## Side by side with Apache Kafka 3.9" in md
+    doc = json.loads((out.parent / "benchmarks-kafka.json").read_text())
+    assert doc["fingerprint"] == fingerprint()
+    res = doc["results"]
+
+    # both brokers are gone once the run is over (stopped, not orphaned)
+    assert set(res["servers"]) == {"Odradek", "Kafka"}
+    for server in res["servers"].values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(server["pid"], 0)
+
+    # 2 clients x (4 produce + 2 consume) workloads x 2 brokers, every record moved, both
+    # brokers' CPU measured, the Java tools' CPU (a reaped child) counted as the client's
+    rows = res["rows"]
+    assert len(rows) == 24
+    assert all(row["records"] == 1000 and row["seconds"] > 0 and row["broker_cpu_s"] > 0
+               for row in rows)
+    assert {(row["client"], row["broker"]) for row in rows} == {
+        (c, b) for c in ("librdkafka", "java") for b in ("Odradek", "Kafka")}
+    assert all(row["client_cpu_s"] > 0.1 for row in rows if row["client"] == "java")
+
+    # the table's ratios are the raw figures' (median of the one trial)
+    shown = md_table(md, "### Throughput and broker CPU per record (median of the trials)")
+    assert len(shown) == 12
+    raw = {(row["client"], row["kind"], str(row["partitions"]), row["acks"], row["broker"]): row
+           for row in rows}
+    label = {"librdkafka": "librdkafka", "Java tools": "java"}
+    for cells in shown:
+        key = (label[cells["client"]], cells["workload"], cells["partitions"], cells["acks"])
+        o, k = raw[(*key, "Odradek")], raw[(*key, "Kafka")]
+        rps_o, rps_k = o["records"] / o["seconds"], k["records"] / k["seconds"]
+        assert float(cells["Odradek rec/s"].replace(",", "")) == pytest.approx(rps_o, abs=1)
+        assert float(cells["Kafka rec/s"].replace(",", "")) == pytest.approx(rps_k, abs=1)
+        assert float(cells["Odradek / Kafka"].rstrip("x")) == pytest.approx(
+            rps_o / rps_k, rel=0.01, abs=0.005), cells
+        cpu_o, cpu_k = (x["broker_cpu_s"] / x["records"] for x in (o, k))
+        assert float(cells["Odradek / Kafka CPU"].rstrip("x")) == pytest.approx(
+            cpu_o / cpu_k, rel=0.01, abs=0.005), cells
+    summary = md_table(md, "### Ratio summary")
+    assert [(s["client"], s["workload"]) for s in summary[:5]] == [
+        ("librdkafka", "produce"), ("librdkafka", "consume"), ("Java tools", "produce"),
+        ("Java tools", "consume"), ("both", "all")]
+    assert {s["workload"] for s in summary[5:]} == {
+        "e2e latency at 1,000/s: p50, p99", "e2e latency at 10,000/s: p50, p99"}
+
+    # end-to-end latency at both rates on both brokers, nothing lost
+    e2e = res["e2e"]
+    assert {(e["system"], e["rate"]) for e in e2e} == {
+        (b, r) for b in ("Odradek", "Kafka") for r in (1000.0, 10000.0)}
+    assert all(e["received"] == e["sent"] >= 50 and e["p50_ms"] > 0 and e["broker_cpu_s"] > 0
+               for e in e2e)
+    assert len(md_table(md, "### End-to-end latency (librdkafka, 1 partition, 100 B records, "
+                            "acks=1)")) == 4
+
+    for name in ("kafka-ratios.png", "kafka-throughput.png", "kafka-cpu.png",
+                 "kafka-e2e-latency.png"):
+        data = (out.parent / "img" / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, name
+        assert f"](img/{name})" in md
+
+    # the page re-renders from the raw results alone, measuring nothing
+    again = subprocess.run([sys.executable, "-m", "tests.bench.bench_broker", "--render",
+                            str(out.parent / "benchmarks-kafka.json"),
+                            "--out", str(tmp_path / "again.md")],
+                           cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == md.split("## Side by side with Apache Kafka 3.9", 1)[1].split(
+        "\n", 1)[1].strip()

@@ -1,7 +1,8 @@
 """Broker lifecycle: startup, serve, graceful shutdown (uvicorn's `Server.serve()` shape).
 
 Startup loads the log dirs (recovering after an unclean shutdown), opens the metadata store (the
-embedded single-node controller unless `zookeeper.connect` is set), creates the ReplicaManager,
+embedded single-node controller unless `zookeeper.connect` is set), adopts as topics the partition
+logs the store does not know (dirs copied from an Apache Kafka broker), creates the ReplicaManager,
 then the GroupCoordinator (which reloads groups and offsets from `__consumer_offsets`), and only
 then opens the listeners, so no client sees a half-loaded broker. Shutdown runs in the
 reverse order: stop accepting, let in-flight requests finish (bounded), close connections, then
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import uuid
 from typing import Any
 
 import structlog
@@ -23,6 +25,8 @@ from broker.config import KafkaConfig
 from broker.group import GroupCoordinator
 from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
+from protocol.errors import KafkaProtocolError
+from storage.checkpoints import kafka_uuid_str
 from storage.log_manager import LogManager
 
 log = structlog.get_logger("odradek.server")
@@ -61,6 +65,8 @@ class BrokerServer:
         self.controller = EmbeddedController(
             cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name), cfg["cluster.id"]
         )
+        self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
+        self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
         self.replica_manager = ReplicaManager(self)
         self.controller.listeners.append(self.replica_manager.on_metadata_change)
         await self.replica_manager.startup()
@@ -102,6 +108,32 @@ class BrokerServer:
 
     def _open_log_manager(self) -> LogManager:
         return LogManager.open(self.config)
+
+    def _adopt_topics(self, on_disk: dict[str, tuple[set[int], set[uuid.UUID]]]) -> None:
+        """Partition logs whose topic the metadata store does not know become topics, under the
+        topic id their `partition.metadata` names (a new one when they have none), with one
+        partition per log up to the highest found: this is how partition dirs copied from an
+        Apache Kafka broker are migrated. (Kafka itself would call them stray logs; here every
+        log a topic delete leaves behind is gone before the delete returns, so a log without a
+        topic can only have been put there.) Logs whose files disagree on the topic id are left
+        unserved, with an error."""
+        assert self.controller is not None
+        for name, (partitions, ids) in sorted(on_disk.items()):
+            if name in self.controller.image.topics:
+                continue
+            if len(ids) > 1:
+                log.error("not adopting logs found on disk: their partition.metadata files name different topic ids",
+                          topic=name, topic_ids=sorted(kafka_uuid_str(i) for i in ids))
+                continue
+            topic_id = next(iter(ids)) if ids else uuid.uuid4()
+            count = max(partitions) + 1
+            try:
+                self.controller.adopt_topic(name, topic_id, count)
+            except KafkaProtocolError as e:
+                log.error("not adopting logs found on disk", topic=name, error=e.message)
+                continue
+            log.warning("adopted topic from logs found on disk", topic=name, topic_id=kafka_uuid_str(topic_id),
+                        partitions=count, created_empty=sorted(set(range(count)) - partitions))
 
     async def serve(self) -> None:
         await self.startup()

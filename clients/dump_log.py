@@ -2,8 +2,11 @@
 
 Why its own reader: the tool must work on files copied off any broker (ours or Apache Kafka's),
 so it reads the on-disk formats directly — RecordBatch v2 for `.log`, (int32 relative offset,
-int32 position) for `.index`, (int64 timestamp, int32 relative offset) for `.timeindex` — and
-never needs a running broker.
+int32 position) for `.index`, (int64 timestamp, int32 relative offset) for `.timeindex`, the
+producer-state snapshot schema for `.snapshot` (storage.producer_state's codec, which has no I/O
+of its own to need a broker) — and never needs a running broker. The lines are Kafka's
+`kafka.tools.DumpLogSegments` lines, character for character (tests/compat/test_on_disk_format.py
+compares the two on the same files).
 """
 
 from __future__ import annotations
@@ -107,9 +110,12 @@ def _entries(path: Path, entry: struct.Struct) -> Iterator[tuple[int, int]]:
 def dump_index_file(path: Path) -> Iterator[str]:
     yield f"Dumping {path}"
     base = _base_offset(path)
+    if path.stat().st_size < _INDEX_ENTRY.size:
+        yield f"{path} is empty."
+        return
     for i, (rel, position) in enumerate(_entries(path, _INDEX_ENTRY)):
-        if i > 0 and rel == 0 and position == 0:
-            break  # preallocated tail
+        if i > 0 and rel == 0:
+            break  # preallocated (zeroed) tail: Kafka stops at the first entry back at the base offset
         yield f"offset: {base + rel} position: {position}"
 
 
@@ -117,9 +123,33 @@ def dump_time_index_file(path: Path) -> Iterator[str]:
     yield f"Dumping {path}"
     base = _base_offset(path)
     for i, (ts, rel) in enumerate(_entries(path, _TIME_ENTRY)):
-        if i > 0 and ts == 0 and rel == 0:
+        if i > 0 and rel == 0:
             break
         yield f"timestamp: {ts} offset: {base + rel}"
+
+
+def dump_producer_snapshot_file(path: Path) -> Iterator[str]:
+    """One line per producer: its epoch, coordinator epoch, open transaction and last batch."""
+    from storage.producer_state import CorruptSnapshotError, read_snapshot
+
+    yield f"Dumping {path}"
+    try:
+        entries = read_snapshot(path)
+    except CorruptSnapshotError as e:
+        raise click.ClickException(str(e)) from None
+    for e in entries:
+        txn = "OptionalLong.empty" if e.current_txn_first_offset is None else f"OptionalLong[{e.current_txn_first_offset}]"
+        line = (
+            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
+            f"currentTxnFirstOffset: {txn} lastTimestamp: {e.last_timestamp} "
+        )
+        if e.batch_metadata:  # Kafka prints the first retained batch (a snapshot holds one)
+            b = e.batch_metadata[0]
+            line += (
+                f"firstSequence: {b.first_seq} lastSequence: {b.last_seq} lastOffset: {b.last_offset} "
+                f"offsetDelta: {b.offset_delta} timestamp: {b.timestamp}"
+            )
+        yield line
 
 
 @click.command("dump-log")
@@ -127,7 +157,7 @@ def dump_time_index_file(path: Path) -> Iterator[str]:
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not only batch headers.")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")
 def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool) -> None:
-    """Print .log, .index and .timeindex files as Kafka's kafka-dump-log.sh does.
+    """Print .log, .index, .timeindex and .snapshot files as Kafka's kafka-dump-log.sh does.
 
     \b
     Examples:
@@ -141,7 +171,11 @@ def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool
             lines = dump_index_file(path)
         elif path.suffix == ".timeindex":
             lines = dump_time_index_file(path)
+        elif path.suffix == ".snapshot":
+            lines = dump_producer_snapshot_file(path)
         else:
-            raise click.ClickException(f"{path}: unsupported file type (expected .log, .index, .timeindex)")
+            raise click.ClickException(
+                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot)"
+            )
         for line in lines:
             click.echo(line)

@@ -225,6 +225,24 @@ class EmbeddedController:
         self._notify("created", topic)
         return topic
 
+    def adopt_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int) -> TopicState:
+        """Register a topic whose partition logs were found on disk but which this store does not
+        know (partition dirs copied from another Kafka broker): its id stays the one the logs'
+        `partition.metadata` name, every partition is led by this node, and no config override
+        is known (Kafka keeps topic configs in its metadata log or ZooKeeper, not beside the
+        data). Called at startup, before the ReplicaManager hosts the topics, so nobody is told."""
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if self.image.topic_by_id(topic_id) is not None:
+            raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic id {topic_id} is taken.")
+        me = self.broker.broker_id
+        parts = {p: PartitionState(partition=p, replicas=[me], leader=me, isr=[me]) for p in range(num_partitions)}
+        topic = TopicState(name=name, topic_id=topic_id, partitions=parts)
+        self.image.topics[name] = topic
+        self._save()
+        return topic
+
     def delete_topic(self, name: str) -> TopicState:
         topic = self.image.topics.get(name)
         if topic is None:
@@ -281,6 +299,16 @@ class EmbeddedController:
         pid = self.next_producer_id
         self.next_producer_id += 1
         return pid
+
+    def reserve_producer_ids_through(self, producer_id: int) -> None:
+        """Never hand out `producer_id` or a lower id: the logs' producer state still knows them
+        (logs adopted from another broker, whose ids came from that broker's allocator; a new
+        producer given one of them would be refused as out of sequence). Kafka's ZooKeeper to
+        KRaft migration carries the producer-id block over for the same reason."""
+        if producer_id >= self.next_producer_id:
+            self.next_producer_id = producer_id + 1
+            self.producer_id_limit = max(self.producer_id_limit, self.next_producer_id)
+            self._save()
 
 
 def _new_cluster_id() -> str:

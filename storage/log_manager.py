@@ -4,7 +4,9 @@ On-disk layout of each log dir (Kafka's): `.lock` (held with flock while the bro
 `meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint`, `cleaner-offset-checkpoint`, `.kafka_cleanshutdown` (present
 only between a clean shutdown and the next start), and one directory `<topic>-<partition>` per
-log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal.
+log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal. A KRaft
+Kafka's metadata log `__cluster_metadata-0` is skipped and left untouched (Kafka's LogManager skips
+it too), so a Kafka log dir can be adopted in place.
 
 The four checkpoints are Kafka's OffsetCheckpointFile (`0`, count, `topic partition offset`
 lines; storage.checkpoints), one set per log dir, each listing only that dir's partitions. They
@@ -52,6 +54,7 @@ from storage.checkpoints import (
     META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
+    CheckpointFormatError,
     MetaProperties,
     OffsetCheckpointFile,
     PartitionMetadataFile,
@@ -65,6 +68,9 @@ from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 log = logging.getLogger("odradek.storage.log_manager")
 
 LOCK_FILE = ".lock"
+# KRaft's metadata log (`__cluster_metadata-0`) sits in a Kafka log dir beside the partition
+# logs; it is not a partition log, and Kafka's own LogManager skips it too (it is left as found).
+KRAFT_METADATA_TOPIC = "__cluster_metadata"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 
@@ -159,7 +165,9 @@ class LogManager:
                 shutil.rmtree(p, ignore_errors=True)
                 continue
             tp = parse_partition_dir(p.name)
-            if tp is not None:
+            if tp is not None and tp[0] == KRAFT_METADATA_TOPIC:
+                log.info("Skipping %s: KRaft's metadata log, not a partition log", p)
+            elif tp is not None:
                 todo.append((tp, p))
         started = time.monotonic()
         last_report = started
@@ -199,6 +207,9 @@ class LogManager:
         existing = self.logs.get(tp)
         if existing is not None:
             existing.update_config(config)
+            metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(existing.dir))
+            if not metadata.exists():  # a log adopted without one (Kafka's UnifiedLog.assignTopicId)
+                metadata.write(topic_id)
             return existing
         counts = Counter(self.log_dir_of.values())
         d = min(self.log_dirs, key=lambda x: counts[x])  # the fewest logs; ties: first listed
@@ -220,6 +231,30 @@ class LogManager:
         self.logs[tp] = new
         self.log_dir_of[tp] = d
         return new
+
+    def topics_on_disk(self) -> dict[str, tuple[set[int], set[uuid.UUID]]]:
+        """Every topic with a loaded log: the partitions found, and the topic ids their
+        `partition.metadata` files name (none for a log without the file; an unreadable file is
+        logged and counts as none). The broker adopts topics its metadata store does not know
+        from this, e.g. partition dirs copied from another Kafka broker (blocking: reads files)."""
+        found: dict[str, tuple[set[int], set[uuid.UUID]]] = {}
+        for (topic, partition), d in sorted(self.log_dir_of.items()):
+            partitions, ids = found.setdefault(topic, (set(), set()))
+            partitions.add(partition)
+            metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(d / f"{topic}-{partition}"))
+            try:
+                ids.add(metadata.read().topic_id)
+            except FileNotFoundError:
+                continue
+            except CheckpointFormatError as e:
+                log.warning("Ignoring unreadable %s: %s", metadata.path, e)
+        return found
+
+    def max_producer_id(self) -> int:
+        """The highest producer id the producer state of any log holds (-1: none): the broker's
+        producer-id allocator must stay above it, since logs adopted from another broker carry
+        the ids that broker handed out."""
+        return max((pid for _, lg in self for pid in lg.producer_state.active_producers), default=-1)
 
     def async_delete(self, topic: str, partition: int) -> Path | None:
         """Detach a log now and remove its files: renamed to `<tp>.<id>-delete` at once (so a

@@ -104,6 +104,28 @@ def test_dump_index_and_time_index(tmp_path: Path) -> None:
     ]
 
 
+def test_dump_empty_index_and_producer_snapshot(tmp_path: Path) -> None:
+    """An index without entries and a producer snapshot, in kafka-dump-log.sh's words (its
+    snapshot line ends with a space when the producer has no batch left)."""
+    from storage.producer_state import BatchMetadata, ProducerStateEntry, write_snapshot
+
+    idx = tmp_path / "00000000000000000100.index"
+    idx.write_bytes(b"")
+    snap = tmp_path / "00000000000000000100.snapshot"
+    write_snapshot(snap, [ProducerStateEntry(7, 2, 5, 1700, None, [BatchMetadata(9, 99, 3, 1700)]),
+                          ProducerStateEntry(8, 0, -1, 1600, 42, [])])
+    out = CliRunner().invoke(main, ["dump-log", str(idx), str(snap)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines() == [
+        f"Dumping {idx}", f"{idx} is empty.",
+        f"Dumping {snap}",
+        "producerId: 7 producerEpoch: 2 coordinatorEpoch: 5 currentTxnFirstOffset: OptionalLong.empty "
+        "lastTimestamp: 1700 firstSequence: 6 lastSequence: 9 lastOffset: 99 offsetDelta: 3 timestamp: 1700",
+        "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong[42] "
+        "lastTimestamp: 1600 ",
+    ]
+
+
 def test_dump_log_rejects_other_files(tmp_path: Path) -> None:
     other = tmp_path / "leader-epoch-checkpoint"
     other.write_text("0\n0\n")

@@ -116,3 +116,33 @@ def test_new_logs_fsync_partition_metadata_later_not_on_creation(
         assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-")) == ["t-0", "t-1"]
     finally:
         lm.shutdown()
+
+
+def test_topics_on_disk_and_kraft_metadata_log(tmp_path: Path) -> None:
+    """Logs copied in from another broker are reported with the topic ids their partition.metadata
+    name (the broker adopts them from this); KRaft's `__cluster_metadata-0` is not a partition log
+    and is left untouched; producer ids in the loaded producer state are reported."""
+    d = tmp_path / "logs"
+    lm = LogManager.open(config(d))
+    fill(lm, "orders", 0, 2)
+    fill(lm, "orders", 2, 1)
+    lg = lm.get_or_create_log("bare", 0, LogConfig(), uuid.UUID(int=9))
+    lg.append_as_leader(bytearray(build_batch([Record(0, 0, 0, None, b"x", [])], producer_id=41, producer_epoch=0,
+                                              base_sequence=0)), 0)
+    lm.shutdown()
+    (d / "bare-0" / "partition.metadata").unlink()
+    raft = d / "__cluster_metadata-0"
+    raft.mkdir()
+    (raft / "quorum-state").write_text("{}")
+
+    lm = LogManager.open(config(d))
+    try:
+        assert lm.get_log("__cluster_metadata", 0) is None
+        assert (raft / "quorum-state").read_text() == "{}"
+        assert lm.topics_on_disk() == {"orders": ({0, 2}, {uuid.UUID(int=7)}), "bare": ({0}, set())}
+        assert lm.max_producer_id() == 41
+        # hosting a log that has no partition.metadata writes one (Kafka's assignTopicId)
+        lm.get_or_create_log("bare", 0, LogConfig(), uuid.UUID(int=9))
+        assert (d / "bare-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAACQ"
+    finally:
+        lm.shutdown()

@@ -3,21 +3,39 @@ Odradek: batch and streaming reads, offset bounds, data loss, batch and streamin
 
 What is produced or consumed on the other side is done with kafka-python (tests/spark/helpers),
 independently of the connector under test; the SparkSession (tests/spark/conftest.py) carries the
-connector's jars."""
+connector's jars. Every test also runs against a reference Apache Kafka 3.9 broker: the
+expectations are Kafka's behaviour, not a description of Odradek's."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.compat.reference_kafka import ReferenceKafka
 from tests.spark.helpers import consume_all, create_topic, produce, unique_topic
 
 QUERY_TIMEOUT_S = 180
+
+
+@pytest.fixture(scope="module", params=["odradek", "kafka-3.9"])
+def bootstrap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[str]:
+    """The broker under test: the Spark suite's Odradek, or Apache Kafka 3.9 (KRaft, one node,
+    started for this module and stopped after its tests)."""
+    if request.param == "odradek":
+        yield request.getfixturevalue("spark_broker").bootstrap
+        return
+    kafka = ReferenceKafka(tmp_path_factory.mktemp("reference-kafka")).start()
+    try:
+        yield kafka.bootstrap
+    finally:
+        kafka.stop()
 
 
 def read(spark: Any, bootstrap: str, **options: str) -> Any:
@@ -63,6 +81,11 @@ def test_batch_read_equals_produced_field_by_field(spark: Any, bootstrap: str) -
                   for p in produced)
     assert len(got) == 3_000
     assert got == want
+    # read_committed: ListOffsets and Fetch at isolation level 1 (the last stable offset), which
+    # without transactions is the high watermark: the same records
+    committed = read(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert sorted(committed.selectExpr("partition", "offset").collect()) == sorted(
+        (p.partition, p.offset) for p in produced)
 
     log_append = unique_topic("kbatch-lat")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="spark-tests")

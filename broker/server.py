@@ -63,7 +63,8 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
         self.controller = EmbeddedController(
-            cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name), cfg["cluster.id"]
+            cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
+            cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
         )
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())

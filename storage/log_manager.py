@@ -100,6 +100,9 @@ class LogManager:
         self.log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # cluster.id of the first meta.properties naming one (Kafka writes it; a log dir taken
+        # over from Kafka keeps its cluster id through this)
+        self.stored_cluster_id: str | None = None
         # cleaner-offset-checkpoint entries of existing logs (no cleaner yet: kept, not used)
         self.cleaner_offsets: dict[TopicPartition, int] = {}
         # partition.metadata files of new logs, written but not yet fsynced (Kafka's record()
@@ -142,6 +145,8 @@ class LogManager:
         path = d / META_PROPERTIES_FILE
         if path.exists():
             meta = read_meta_properties(path)
+            if self.stored_cluster_id is None:
+                self.stored_cluster_id = meta.cluster_id
             if meta.node_id is not None and meta.node_id != self.broker_id:
                 raise RuntimeError(
                     f"Stored node id {meta.node_id} doesn't match previous node id {self.broker_id} in "

@@ -120,6 +120,11 @@ def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], in
         c.close()
 
 
+def cluster_id(bootstrap: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: the future dies with its client
+    return str(admin.describe_cluster().result(timeout=30).cluster_id)
+
+
 def topic_ids(bootstrap: str, names: list[str]) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     described = admin.describe_topics(TopicCollection(names))
@@ -194,6 +199,7 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         produced = produce_mixed(kafka.bootstrap, "mig", 2, base) + produce_mixed(kafka.bootstrap, "mig-lat", 1, base)
         served_by_kafka = read_all(kafka.bootstrap, parts)
         ids_in_kafka = topic_ids(kafka.bootstrap, list(topics))
+        kafka_cluster_id = cluster_id(kafka.bootstrap)
         commit_offsets(kafka.bootstrap, "migrated-group", {("mig", 0): 17, ("mig", 1): 42})
     finally:
         assert kafka.stop() == 143  # the JVM's exit status after SIGTERM, its shutdown hook run
@@ -235,3 +241,18 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert all(k is None or int(k.split(b"-")[1]) >= produced for k in new_keys)
     finally:
         assert odradek.stop() == 0
+
+
+    # in place: Kafka's whole log dir as Odradek's (its meta.properties names node 1, so broker.id
+    # must be 1); the KRaft metadata log is left alone, the cluster id is Kafka's
+    in_place = tmp_path / "in-place"
+    shutil.copytree(kafka.log_dir, in_place)
+    raft_files = {f.name: f.read_bytes() for f in (in_place / "__cluster_metadata-0").iterdir()}
+    odradek = BrokerProcess(in_place, overrides=["broker.id=1"]).start()
+    try:
+        assert cluster_id(odradek.bootstrap) == kafka_cluster_id
+        assert topic_ids(odradek.bootstrap, list(topics)) == ids_in_kafka
+        assert read_all(odradek.bootstrap, parts) == served_by_kafka
+    finally:
+        assert odradek.stop() == 0
+    assert {f.name: f.read_bytes() for f in (in_place / "__cluster_metadata-0").iterdir()} == raft_files

@@ -146,3 +146,20 @@ def test_topics_on_disk_and_kraft_metadata_log(tmp_path: Path) -> None:
         assert (d / "bare-0" / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAACQ"
     finally:
         lm.shutdown()
+
+
+def test_stored_cluster_id_from_kafka_meta_properties(tmp_path: Path) -> None:
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "meta.properties").write_text("#\nnode.id=0\ndirectory.id=bwP3gCTXSz4ak_luNV2d7g\nversion=1\n"
+                                       "cluster.id=qrjrLECVSnawkn5Em_nHNQ\n")
+    lm = LogManager.open(config(d))
+    try:
+        assert lm.stored_cluster_id == "qrjrLECVSnawkn5Em_nHNQ"
+    finally:
+        lm.shutdown()
+    fresh = LogManager.open(config(tmp_path / "fresh"))
+    try:
+        assert fresh.stored_cluster_id is None
+    finally:
+        fresh.shutdown()

@@ -1,7 +1,7 @@
-"""The three systems of the peer benchmark behind one interface: Odradek (through confluent-kafka,
-reusing `odradek perf`'s measuring functions), Redis Streams (redis-py) and NATS JetStream
-(nats-py). Each method runs one workload and returns how many records and bytes it moved in how
-many seconds; the caller reads the server's CPU time around it (`cpu_seconds()`).
+"""The systems of the benchmarks behind one interface: Odradek and Apache Kafka 3.9 (both through
+confluent-kafka, reusing `odradek perf`'s measuring functions), Redis Streams (redis-py) and NATS
+JetStream (nats-py). Each method runs one workload and returns how many records and bytes it moved
+in how many seconds; the caller reads the server's CPU time around it (`cpu_seconds()`).
 
 How the Kafka workload maps onto the peers:
 

@@ -37,6 +37,12 @@ log = structlog.get_logger("odradek.replica")
 TopicPartition = tuple[str, int]
 
 
+_NO_LOG_START_OFFSET = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+})
+
+
 @dataclass(slots=True)
 class ProduceResult:
     error: int = 0
@@ -192,6 +198,7 @@ class ReplicaManager:
         due: list[tuple[Any, int]] = []
         required: dict[TopicPartition, int] = {}
         for tp, records in entries:
+            p = None
             try:
                 if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
                     raise KafkaProtocolError(
@@ -212,7 +219,10 @@ class ReplicaManager:
                 if flush_at is not None:
                     due.append((p.log, flush_at))
             except KafkaProtocolError as e:
-                results[tp] = ProduceResult(error=e.code, message=e.message)
+                # Kafka's appendToLocalLog: a failed append to a hosted partition reports its log
+                # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
+                lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
+                results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message)
         if due:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))

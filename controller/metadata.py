@@ -177,6 +177,13 @@ class EmbeddedController:
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        # '.' and '_' map to the same character in metric names (Kafka's Topic.hasCollision)
+        unified = name.replace(".", "_")
+        for other in self.image.topics:
+            if other.replace(".", "_") == unified:
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}"
+                )
         if num_partitions < 1:
             raise KafkaProtocolError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if replication_factor < 1:
@@ -268,6 +275,14 @@ class EmbeddedController:
                 f"Increasing the number of partitions by {total - current} but {len(assignments)} "
                 "assignments provided.",
             )
+        for i, replicas in enumerate(assignments or ()):
+            unknown = [r for r in replicas if r not in self.image.brokers]
+            if unknown or not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaProtocolError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment {replicas} of new partition {current + i} "
+                    "names unknown or repeated brokers, or none.",
+                )
         for i, p in enumerate(range(current, total)):
             replicas = assignments[i] if assignments else [self.broker.broker_id]
             topic.partitions[p] = PartitionState(partition=p, replicas=list(replicas), leader=replicas[0], isr=list(replicas))

@@ -20,6 +20,8 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
+        if counts[t.name] > 1 and any(r.name == t.name for r in results):
+            continue  # Kafka answers a duplicated topic once, with INVALID_REQUEST
         result = CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         try:
             if counts[t.name] > 1:

@@ -80,13 +80,12 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
             else:
                 res.records = b""
         except KafkaProtocolError as e:
-            res.error = e.code
-            res.records = b""
-            if e.code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                part = rm.partitions.get(key)
-                if part is not None:
-                    res.high_watermark = part.log.high_watermark
-                    res.log_start_offset = part.log.log_start_offset
+            # Kafka's readFromLog answers every read error (OFFSET_OUT_OF_RANGE included) with
+            # -1 offsets and no aborted list; a partition the metadata does not know is answered
+            # earlier (FetchResponse.partitionResponse) with an empty aborted list
+            res = PartitionResult(error=e.code, records=b"")
+            if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                res.aborted = []
         out[key] = res
     return out
 

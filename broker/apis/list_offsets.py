@@ -5,7 +5,9 @@ read_committed, v2+), -3 (v7, KIP-734) the offset of the record with the largest
 otherwise the first offset whose timestamp is >= the target, or offset -1 / timestamp -1 when
 none is. Answers carry the leader epoch (v4+) of the batch found. A current_leader_epoch (v4+)
 older than ours gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Consumers (replica id -1)
-cannot see past the high watermark.
+cannot see past the high watermark. As Kafka: a partition named twice gets INVALID_REQUEST
+(every time), a negative timestamp that is no sentinel of the request's version
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -34,12 +36,23 @@ def check_leader_epoch(current: int, ours: int) -> None:
 @api(2, 1, 7)
 async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     rm = ctx.server.replica_manager
+    seen: set[tuple[str, int]] = set()
+    duplicates = {
+        (t.name, p.partition_index) for t in req.topics for p in t.partitions
+        if (t.name, p.partition_index) in seen or seen.add((t.name, p.partition_index))
+    }
+    sentinels = (EARLIEST, LATEST, MAX_TIMESTAMP) if ctx.version >= 7 else (EARLIEST, LATEST)
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             resp = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1)
             try:
+                if (t.name, p.partition_index) in duplicates:
+                    raise KafkaProtocolError(ErrorCode.INVALID_REQUEST)
+                if p.timestamp < 0 and p.timestamp not in sentinels:
+                    # -3 before v7, -4 (KIP-405) and -5 (KIP-1005) at any version we serve
+                    raise KafkaProtocolError(ErrorCode.UNSUPPORTED_VERSION)
                 part = rm.get_leader_partition(t.name, p.partition_index)
                 check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
                 log_ = part.log

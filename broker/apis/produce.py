@@ -8,17 +8,95 @@
   rewrites base offsets in place and appends (see storage.log). Errors are per partition:
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, INVALID_RECORD,
   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, NOT_ENOUGH_REPLICAS, and the idempotence errors.
+* Before the append, as Kafka's KafkaApis: a request with transactional batches but no
+  transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; v3+ records
+  must be exactly one batch of magic 2 (ProduceRequest.validateRecords: INVALID_RECORD, or
+  CORRUPT_MESSAGE for a length or magic no batch can have), zstd needs v7+.
 * acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
   purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
 """
 
 from __future__ import annotations
 
+import struct
+from typing import Any
+
 from broker.apis.registry import api
 from broker.context import RequestContext
-from protocol.errors import ErrorCode
+from broker.replica_manager import ProduceResult
+from protocol.compression import CODEC_ZSTD
+from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from protocol.records import ATTRIBUTES, COMPRESSION_MASK, LOG_OVERHEAD, MAGIC, TRANSACTIONAL_MASK
+
+HEADER_SIZE_UP_TO_MAGIC = 17  # Kafka's Records.HEADER_SIZE_UP_TO_MAGIC
+RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest length any batch has
+_INT32 = struct.Struct(">i")
+
+
+def _next_batch(buf: Any, pos: int) -> tuple[int, int] | None:
+    """(magic, size) of the batch at `pos` as Kafka's ByteBufferLogInputStream.nextBatch sees
+    it: None when the rest is too short to hold it; CORRUPT_MESSAGE for a length or magic that
+    no batch can have."""
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _INT32.unpack_from(buf, pos + 8)
+    if length < RECORD_OVERHEAD_V0:
+        raise KafkaProtocolError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record size {length} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+        )
+    if remaining < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    magic = struct.unpack_from(">b", buf, pos + MAGIC)[0]
+    if not 0 <= magic <= 2:
+        raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
+    size = length + LOG_OVERHEAD
+    return None if remaining < size else (magic, size)
+
+
+def validate_records(version: int, records: Any) -> None:
+    """Kafka's ProduceRequest.validateRecords: v3+ carries exactly one record batch of magic 2
+    per partition (zstd from v7), checked before the log sees the bytes, so that an empty,
+    truncated or doubled payload is refused rather than silently appending nothing or two
+    batches. Null records are left to the append (CORRUPT_MESSAGE there)."""
+    if records is None:
+        return
+    first = _next_batch(records, 0)
+    if first is None:
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} must have at least one record batch per partition",
+        )
+    magic, size = first
+    if magic != 2:
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain record batches "
+            "with magic version 2",
+        )
+    if version < 7 and len(records) > ATTRIBUTES + 1 and records[ATTRIBUTES + 1] & COMPRESSION_MASK == CODEC_ZSTD:
+        raise KafkaProtocolError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {version} are not allowed to use ZStandard compression",
+        )
+    if _next_batch(records, size) is not None:
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly one "
+            "record batch per partition",
+        )
+
+
+def _is_transactional(records: Any) -> bool:
+    """ProduceRequest.hasTransactionalRecords, for one partition's records."""
+    try:
+        first = _next_batch(records, 0) if records is not None else None
+    except KafkaProtocolError:
+        return False
+    return first is not None and first[0] == 2 and bool(records[ATTRIBUTES + 1] & TRANSACTIONAL_MASK)
 
 
 def _error_response(req: ProduceRequest, code: int) -> ProduceResponse:
@@ -43,9 +121,25 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
         return _error_response(req, ErrorCode.UNSUPPORTED_VERSION)
     if req.acks not in (-1, 0, 1):
         return _error_response(req, ErrorCode.INVALID_REQUIRED_ACKS)
+    if req.transactional_id is None and any(
+        _is_transactional(p.records) for t in req.topic_data for p in t.partition_data
+    ):
+        return _error_response(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     rm = ctx.server.replica_manager
-    entries = [((t.name, p.index), p.records) for t in req.topic_data for p in t.partition_data]
+    entries = []
+    invalid: dict[tuple[str, int], Any] = {}
+    for t in req.topic_data:
+        for p in t.partition_data:
+            tp = (t.name, p.index)
+            if tp in rm.partitions:  # an unknown partition is answered by the append
+                try:
+                    validate_records(ctx.version, p.records)
+                except KafkaProtocolError as e:
+                    invalid[tp] = ProduceResult(error=e.code)  # Kafka: no message, no offsets
+                    continue
+            entries.append((tp, p.records))
     results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms)
+    results.update(invalid)
     if req.acks == 0:
         return None
     responses = []

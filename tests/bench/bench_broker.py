@@ -428,8 +428,8 @@ def report(res: dict[str, Any], img: dict[str, str], date: str, fp: dict[str, An
         "start-up (a JVM for the Java tools) and close included, and CPU / wall divides by the "
         f"call's elapsed time (100% = one core; the machine has {fp['cores']}). "
         "Producers: linger.ms=5, batch.size=1 MiB, no idempotence, no compression, random "
-        "upper-case payloads. Both brokers write to the page cache and leave fsync to the OS "
-        "(log.flush.* unset); Kafka logs at WARN. " + CPU_METHOD,
+        "upper-case payloads; MB = 10^6 bytes of record values. Both brokers write to the page "
+        "cache and leave fsync to the OS (log.flush.* unset); Kafka logs at WARN. " + CPU_METHOD,
         "",
     ]
     lines += [f"![{alt}]({path})" for alt, path in img.items()]

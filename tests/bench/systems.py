@@ -445,7 +445,6 @@ class Nats(System):
         return Run(n, n * size, self.run(self._produce(key, n, size, partitions)))
 
     async def _consume(self, key: str, n: int, partitions: int) -> tuple[int, int]:
-        from nats.errors import TimeoutError as NatsTimeout
         from nats.js.api import AckPolicy, ConsumerConfig
 
         subs = [await self.js.pull_subscribe(subject, stream=stream,
@@ -459,9 +458,12 @@ class Nats(System):
                 for sub in subs:
                     if got >= n:
                         break
+                    # an empty stream times out with nats.errors.TimeoutError, or with a bare
+                    # asyncio.TimeoutError (the builtin) when the deadline runs out between
+                    # nats-py's two pull requests
                     try:
                         msgs = await sub.fetch(batch=min(FETCH, n - got), timeout=0.1)
-                    except NatsTimeout:
+                    except TimeoutError:
                         continue
                     got += len(msgs)
                     nbytes += sum(len(m.data) for m in msgs)

@@ -67,8 +67,8 @@ class LogConfig:
     compression_zstd_level: int = 3
     message_downconversion_enable: bool = True
     message_format_version: str = "3.0-IV1"  # deprecated, accepted and ignored
-    leader_replication_throttled_replicas: str = ""
-    follower_replication_throttled_replicas: str = ""
+    leader_replication_throttled_replicas: tuple[str, ...] = ()  # accepted; no replication yet
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
@@ -171,7 +171,7 @@ def _fail(key: str, value: Any, reason: str) -> ValueError:
 
 
 class _Spec:
-    __slots__ = ("attr", "check", "format", "key", "parse")
+    __slots__ = ("attr", "check", "format", "key", "kind", "parse")
 
     def __init__(
         self,
@@ -184,6 +184,7 @@ class _Spec:
         extra: Callable[[str, Any], None] | None = None,
     ) -> None:
         self.key = key
+        self.kind = kind
         self.attr = key.replace(".", "_")
         lo = at_least
         hi = at_most
@@ -339,14 +340,21 @@ _SPEC_LIST: tuple[_Spec, ...] = (
     _Spec("compression.zstd.level", "int", at_least=-131072, at_most=22),
     _Spec("message.downconversion.enable", "bool"),
     _Spec("message.format.version", "string"),
-    _Spec("leader.replication.throttled.replicas", "string"),
-    _Spec("follower.replication.throttled.replicas", "string"),
+    _Spec("leader.replication.throttled.replicas", "list"),
+    _Spec("follower.replication.throttled.replicas", "list"),
     _Spec("remote.storage.enable", "bool"),
     _Spec("local.retention.ms", "long", at_least=-2),
     _Spec("local.retention.bytes", "long", at_least=-2),
 )
 
 _SPECS: dict[str, _Spec] = {s.key: s for s in _SPEC_LIST}
+
+
+def topic_config_kind(key: str) -> str | None:
+    """The ConfigDef type of a topic config (int, long, double, bool, string, list), as Kafka's
+    LogConfig.configType reports it; None for a key that is not a topic config."""
+    spec = _SPECS.get(key)
+    return spec.kind if spec else None
 _SPECS_BY_ATTR: dict[str, _Spec] = {s.attr: s for s in _SPEC_LIST}
 
 

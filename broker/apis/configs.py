@@ -5,20 +5,38 @@ v0-1) for topics (resource type 2) and brokers (4).
   INVALID_CONFIG, nothing changes), persisted by the controller, and applied to the partition
   logs at once. AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs
   applies SET / DELETE / APPEND / SUBTRACT per key (APPEND/SUBTRACT only for list configs).
-* Describe answers every topic config with its source: DYNAMIC_TOPIC_CONFIG (1) for overrides,
-  STATIC_BROKER_CONFIG (4) when server.properties set the broker default, DEFAULT_CONFIG (5)
-  otherwise. Broker resources answer the broker's settings; dynamic broker overrides are stored
-  and described (DYNAMIC_BROKER_CONFIG, 2) but take effect after a restart.
+* Describe answers every topic config with its source, synonyms (v1+ include_synonyms), ConfigDef
+  type (v3+) and documentation (v3+ include_documentation) as Kafka's ConfigHelper does
+  (broker/config_synonyms.py): DYNAMIC_TOPIC_CONFIG (1) for overrides, then the broker keys that
+  give the default, from dynamic (2), server.properties (4) or built-in (5) values. Broker
+  resources answer the broker's settings; dynamic broker overrides are stored and described
+  (DYNAMIC_BROKER_CONFIG, 2, not read-only) but take effect after a restart. A topic name is
+  validated first (INVALID_TOPIC_EXCEPTION), as Kafka's Topic.validate.
+* IncrementalAlterConfigs first checks each resource's shape as Kafka's ConfigAdminManager.preprocess
+  does (INVALID_REQUEST, nothing changes): a resource named twice, a config key named twice, a
+  null value for any operation but DELETE.
 * validate_only checks and changes nothing. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; a broker
   id other than ours: INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from broker.apis.registry import api
+from broker.config import CONFIGS, DEFINITIONS, ConfigError, parse_value
+from broker.config_synonyms import (
+    CONFIG_TYPES,
+    TOPIC_SYNONYMS,
+    UNKNOWN_TYPE,
+    Synonym,
+    broker_key_synonyms,
+    source_of,
+    topic_synonyms,
+)
 from broker.context import RequestContext
+from controller.metadata import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import (
     AlterConfigsRequest,
@@ -31,46 +49,46 @@ from protocol.messages import (
 from protocol.messages import alter_configs_response as acr
 from protocol.messages import describe_configs_response as dcr
 from protocol.messages import incremental_alter_configs_response as iacr
-from storage.config import LogConfig
+from storage.config import LogConfig, topic_config_kind
 
 TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-# topic key -> broker key that sets its default
-BROKER_SYNONYM = {
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "cleanup.policy": "log.cleanup.policy",
-    "min.insync.replicas": "min.insync.replicas",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "compression.type": "compression.type",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "preallocate": "log.preallocate",
-}
+
+def _text(value: Any) -> str | None:
+    """A broker setting as Kafka's ConfigDef.convertToString writes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ",".join(value)
+    return str(value)
 
 
-def _config_type(value: str) -> int:
-    if value in ("true", "false"):
-        return 1  # BOOLEAN
-    try:
-        int(value)
-        return 5  # LONG
-    except ValueError:
-        pass
-    try:
-        float(value)
-        return 6  # DOUBLE
-    except ValueError:
-        return 2  # STRING
+class _BrokerSources:
+    """The broker's values by source, for synonyms: dynamic overrides, server.properties, and
+    built-in defaults (for broker keys Odradek does not define, the topic config's default, which
+    is Kafka's broker default for the same setting)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        cfg = ctx.server.config
+        self.dynamic = dict(ctx.server.controller.image.broker_configs)
+        self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS}
+        self.defaults = {d.key: _text(d.default) for d in DEFINITIONS if d.default is not None}
+        topic_defaults = LogConfig().to_props()
+        for topic_key, (primary, *_) in TOPIC_SYNONYMS.items():
+            if primary not in CONFIGS:
+                self.defaults[primary] = topic_defaults[topic_key]
+
+
+def _documentation(key: str, resource_type: int) -> str:
+    if resource_type == BROKER:
+        return CONFIGS[key].doc
+    primary = TOPIC_SYNONYMS.get(key, ("",))[0]
+    if primary in CONFIGS:
+        return CONFIGS[primary].doc
+    return f"Topic config {key}" + (f"; its broker default is {primary}." if primary else ".")
 
 
 def _topic_defaults(ctx: RequestContext) -> LogConfig:
@@ -100,44 +118,44 @@ def _validated(ctx: RequestContext, configs: dict[str, str]) -> dict[str, str]:
 @api(32, 1, 4)
 async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
-    cfg = ctx.server.config
+    sources = _BrokerSources(ctx)
     for res in req.resources:
         result = dcr.DescribeConfigsResult(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
         )
         try:
             wanted = None if res.configuration_keys is None else set(res.configuration_keys)
-            entries: list[tuple[str, str, int]] = []
+            # (key, value, synonyms, ConfigDef type, read only)
+            entries: list[tuple[str, str | None, list[Synonym], str | None, bool]] = []
             if res.resource_type == TOPIC:
-                topic = _topic(ctx, res.resource_name)
-                effective = LogConfig.from_props(topic.configs, _topic_defaults(ctx)).to_props()
+                validate_topic_name(res.resource_name)
+                overrides = _topic(ctx, res.resource_name).configs
+                effective = LogConfig.from_props(overrides, _topic_defaults(ctx)).to_props()
                 for key, value in sorted(effective.items()):
-                    if key in topic.configs:
-                        source = DYNAMIC_TOPIC_CONFIG
-                    elif BROKER_SYNONYM.get(key) in cfg.originals:
-                        source = STATIC_BROKER_CONFIG
-                    else:
-                        source = DEFAULT_CONFIG
-                    entries.append((key, value, source))
+                    synonyms = topic_synonyms(key, value, overrides, sources.dynamic, sources.static,
+                                              sources.defaults)
+                    entries.append((key, value, synonyms, topic_config_kind(key), False))
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
-                dynamic = ctx.server.controller.image.broker_configs
-                for key, value in sorted(cfg.values.items()):
-                    if key in dynamic:
-                        entries.append((key, dynamic[key], DYNAMIC_BROKER_CONFIG))
-                        continue
-                    text = "" if value is None else ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
-                    entries.append((key, text if value is not None else None, STATIC_BROKER_CONFIG if key in cfg.originals else DEFAULT_CONFIG))
+                for key, value in sorted(ctx.server.config.values.items()):
+                    synonyms = broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults)
+                    if key in sources.dynamic:
+                        value = sources.dynamic[key]
+                    # dynamic broker overrides are stored but take effect after a restart
+                    entries.append((key, _text(value), synonyms, CONFIGS[key].type, key not in sources.dynamic))
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
-            for key, value, source in entries:
+            for key, value, synonyms, kind, read_only in entries:
                 if wanted is not None and key not in wanted:
                     continue
                 result.configs.append(
                     dcr.DescribeConfigsResourceResult(
-                        name=key, value=value, read_only=res.resource_type == BROKER and source != DYNAMIC_BROKER_CONFIG,
-                        config_source=source, is_sensitive=False, synonyms=[],
-                        config_type=_config_type(value or ""), documentation=None,
+                        name=key, value=value, read_only=read_only,
+                        config_source=source_of(synonyms), is_sensitive=False,
+                        synonyms=[dcr.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
+                                  for s in synonyms] if req.include_synonyms else [],
+                        config_type=CONFIG_TYPES.get(kind or "", UNKNOWN_TYPE),
+                        documentation=_documentation(key, res.resource_type) if req.include_documentation else None,
                     )
                 )
         except KafkaProtocolError as e:
@@ -154,8 +172,6 @@ def _apply_topic(ctx: RequestContext, name: str, configs: dict[str, str], valida
 
 
 def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
-    from broker.config import CONFIGS, ConfigError, parse_value
-
     _check_broker(ctx, name)
     for key, value in configs.items():
         d = CONFIGS.get(key)
@@ -190,15 +206,27 @@ async def alter(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRe
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
+def _check_incremental_shape(res: Any, resource_counts: Counter[tuple[int, str]]) -> None:
+    if resource_counts[(res.resource_type, res.resource_name)] > 1:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+    if len({c.name for c in res.configs}) < len(res.configs):
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    null_updates = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    if null_updates:
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(null_updates))
+
+
 @api(44, 0, 1)
 async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
     image = ctx.server.controller.image
+    resource_counts = Counter((res.resource_type, res.resource_name) for res in req.resources)
     for res in req.resources:
         out = iacr.AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         try:
+            _check_incremental_shape(res, resource_counts)
             if res.resource_type == TOPIC:
                 current = dict(_topic(ctx, res.resource_name).configs)
                 effective = LogConfig.from_props(current, _topic_defaults(ctx)).to_props()

@@ -4,8 +4,8 @@ Per topic: -1 partitions / replication factor take the broker defaults (v4+, KIP
 replica assignments replace both (and must not be combined with them: INVALID_REQUEST); configs
 are validated as topic configs (unknown key or bad value: INVALID_CONFIG) before anything is
 created; `validate_only` checks everything and creates nothing. v5+ answers the resulting
-partition count, replication factor and configs; v7 the topic id. Duplicate names in one request
-get INVALID_REQUEST for every copy, as Kafka does.
+partition count, replication factor and configs; v7 the topic id. A name given more than once
+in one request gets one INVALID_REQUEST answer and nothing is created for it, as Kafka does.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
+        if counts[t.name] > 1 and any(r.name == t.name for r in results):
+            continue  # the response is keyed by name: one answer per duplicated name
         result = CreatableTopicResult(name=t.name, error_code=0, error_message=None)
         try:
             if counts[t.name] > 1:

@@ -3,11 +3,16 @@
 v0-5 name topics; v6 names them or gives topic ids. Unknown names get
 UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; `delete.topic.enable=false` gives
 TOPIC_DELETION_DISABLED. Internal topics cannot be deleted:
-INVALID_TOPIC_EXCEPTION with a message.
+INVALID_TOPIC_EXCEPTION with a message. Before anything is deleted, rows are checked as Kafka's
+ControllerApis.deleteTopics checks them, each refused with INVALID_REQUEST and answered once: no
+name and the zero id, both a name and an id, a name or an id given more than once, a name whose
+topic another row names by id.
 The partition logs are renamed to `<topic>-<p>.<id>-delete` and removed in the background.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from broker.apis.registry import api
 from broker.context import RequestContext
@@ -18,6 +23,37 @@ from protocol.messages.delete_topics_response import DeletableTopicResult
 from protocol.primitives import ZERO_UUID
 
 
+def _invalid(name: str | None, topic_id, message: str) -> DeletableTopicResult:
+    return DeletableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.INVALID_REQUEST,
+                                error_message=message)
+
+
+def _refuse_invalid_rows(wanted: list[tuple[str | None, object]], image) -> tuple[
+        list[DeletableTopicResult], list[tuple[str | None, object]]]:
+    """Split the rows into INVALID_REQUEST answers and the rows to delete, in request order."""
+    refused: list[DeletableTopicResult] = []
+    names = Counter(name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID)
+    ids = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
+    for name, topic_id in wanted:
+        if name is None and topic_id == ZERO_UUID:
+            refused.append(_invalid(None, ZERO_UUID, "Neither topic name nor id were specified."))
+        elif name is not None and topic_id != ZERO_UUID:
+            refused.append(_invalid(name, topic_id, "You may not specify both topic name and topic id."))
+    refused += [_invalid(n, ZERO_UUID, "Duplicate topic name.") for n, c in names.items() if c > 1]
+    refused += [_invalid(None, i, "Duplicate topic id.") for i, c in ids.items() if c > 1]
+    valid = [(n, i) for n, i in wanted
+             if (n is None and ids.get(i) == 1) or (i == ZERO_UUID and names.get(n) == 1)]
+    kept = []
+    for name, topic_id in valid:
+        topic = image.topics.get(name) if name is not None else None
+        if topic is not None and ids.get(topic.topic_id) == 1:
+            refused.append(_invalid(name, topic.topic_id,
+                                    "The provided topic name maps to an ID that was already supplied."))
+        else:
+            kept.append((name, topic_id))
+    return refused, kept
+
+
 @api(20, 1, 6)
 async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     controller = ctx.server.controller
@@ -26,7 +62,7 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
-    results = []
+    results, wanted = _refuse_invalid_rows(wanted, image)
     for name, topic_id in wanted:
         result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
         try:

@@ -1,29 +1,52 @@
 """DescribeCluster (key 60), versions 0-1: brokers, cluster id and controller id (KIP-700).
-v1 carries the endpoint type; only brokers (1) are described."""
+
+As Kafka's AuthHelper.computeDescribeClusterResponse: v1 names the endpoint type wanted (KIP-919);
+a broker answers only for brokers (1). An unknown type gets UNSUPPORTED_ENDPOINT_TYPE, a
+controller request MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either in v0, which cannot carry
+the field anyway), both with the schema's default endpoint type in the answer. Cluster authorized
+operations, when asked for, are every cluster operation (no authorizer)."""
 
 from __future__ import annotations
 
 from broker.apis.registry import api
+from broker.authorized_operations import CLUSTER_OPERATIONS, if_requested
 from broker.context import RequestContext
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_cluster_response import DescribeClusterBroker
 
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+ENDPOINT_NAMES = {BROKER_ENDPOINT: "BROKER", CONTROLLER_ENDPOINT: "CONTROLLER"}
+
+
+def _endpoint_error(version: int, wanted: int) -> DescribeClusterResponse | None:
+    if wanted == BROKER_ENDPOINT:
+        return None
+    if wanted not in ENDPOINT_NAMES:
+        code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        message = f"Unsupported endpoint type {wanted}"
+    else:
+        code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        message = ("The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                   f"of type {ENDPOINT_NAMES[wanted]}")
+    return DescribeClusterResponse(
+        error_code=ErrorCode.INVALID_REQUEST if version == 0 else code, error_message=message)
+
 
 @api(60, 0, 1)
 async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    if ctx.version >= 1 and req.endpoint_type != 1:
-        return DescribeClusterResponse(
-            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="Only brokers can be described",
-            endpoint_type=req.endpoint_type,
-        )
+    error = _endpoint_error(ctx.version, req.endpoint_type)
+    if error is not None:
+        return error
     image = ctx.server.controller.image
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
-        endpoint_type=1,
+        endpoint_type=BROKER_ENDPOINT,
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
+        cluster_authorized_operations=if_requested(
+            req.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
         brokers=[
             DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
             for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)

@@ -6,13 +6,15 @@
   otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal names get INVALID_TOPIC_EXCEPTION. Internal
   topics are never auto-created here (FindCoordinator creates them).
 * v10+ answers topic ids; v12 accepts lookups by id (name null) and answers UNKNOWN_TOPIC_ID.
-* Authorized operations are not computed (no ACLs): the field keeps Kafka's "not requested"
-  value -2147483648.
+* Authorized operations (KIP-430), when asked for: every operation of the resource type, as Kafka
+  answers without an authorizer (broker/authorized_operations.py); topics in v8+ (errored ones
+  too, as Kafka), the cluster in v8-10 only (v11 moved it to DescribeCluster).
 """
 
 from __future__ import annotations
 
 from broker.apis.registry import api
+from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, if_requested
 from broker.context import RequestContext
 from controller.metadata import INTERNAL_TOPICS, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
@@ -92,6 +94,9 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             else:
                 topics.append(topic_response(t))
 
+    if v >= 8 and req.include_topic_authorized_operations:
+        for t in topics:
+            t.topic_authorized_operations = TOPIC_OPERATIONS
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
@@ -102,4 +107,6 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=topics,
+        cluster_authorized_operations=if_requested(
+            8 <= v <= 10 and req.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
     )

@@ -206,6 +206,8 @@ def normalise(v: Any, env_values: dict[Any, str], key: str = "") -> Any:
       whether it is null (Kafka itself leaves it null on most produce errors).
     - log_append_time_ms other than -1: the broker's clock at the append (LogAppendTime
       topics); -1 (CreateTime) is compared.
+    - documentation (DescribeConfigs, KIP-569): prose for people, like error_message; only
+      null vs text is compared.
     Nothing else is touched: error codes, offsets, timestamps, record bytes and every other
     field are compared as they are."""
     if isinstance(v, dict):
@@ -226,6 +228,8 @@ def normalise(v: Any, env_values: dict[Any, str], key: str = "") -> Any:
         return "<session-id>"
     if key == "error_message":
         return "<message>"
+    if key == "documentation" and v is not None:
+        return "<documentation>"
     if key == "log_append_time_ms" and v != -1:
         return "<broker-clock>"
     if key in GENERATED_ID_FIELDS and isinstance(v, str | int) and not isinstance(v, bool):

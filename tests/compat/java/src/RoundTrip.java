@@ -7,6 +7,8 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicReference;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -23,8 +25,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 /**
  * Produce N keyed records with headers, then consume the topic back from the beginning.
  *
- * <p>Usage: {@code RoundTrip <bootstrap> <topic> <records> <compression.type|default>}. The
- * producer keeps kafka-clients' defaults (idempotent, acks=all) and sets only compression.type
+ * <p>Usage: {@code RoundTrip <bootstrap> <topic> <partitions> <records> <compression.type|default>};
+ * the topic is created first (see CreateTopic). The producer keeps kafka-clients' defaults (idempotent, acks=all) and sets only compression.type
  * unless it is "default". Prints one JSON line per record the producer had acknowledged
  * ({@code "sent"}: partition, offset, key, value, headers, timestamp from RecordMetadata), then one
  * per record consumed ({@code "got"}), in the consumer's order, and a final {@code "done"}.
@@ -36,8 +38,13 @@ public final class RoundTrip {
     static final long BASE_TS = 1_700_000_000_000L;
 
     public static void main(String[] args) throws Exception {
-        String bootstrap = args[0], topic = args[1], codec = args[3];
-        int n = Integer.parseInt(args[2]);
+        String bootstrap = args[0], topic = args[1], codec = args[4];
+        int n = Integer.parseInt(args[3]);
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            CreateTopic.create(admin, topic, Integer.parseInt(args[2]));
+        }
 
         Properties pp = new Properties();
         pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);

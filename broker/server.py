@@ -27,7 +27,7 @@ from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import kafka_uuid_str
-from storage.log_manager import LogManager
+from storage.log_manager import LogManager, LogsOnDisk
 
 log = structlog.get_logger("odradek.server")
 
@@ -110,7 +110,7 @@ class BrokerServer:
     def _open_log_manager(self) -> LogManager:
         return LogManager.open(self.config)
 
-    def _adopt_topics(self, on_disk: dict[str, tuple[set[int], set[uuid.UUID]]]) -> None:
+    def _adopt_topics(self, on_disk: dict[str, LogsOnDisk]) -> None:
         """Partition logs whose topic the metadata store does not know become topics, under the
         topic id their `partition.metadata` names (a new one when they have none), with one
         partition per log up to the highest found: this is how partition dirs copied from an
@@ -119,7 +119,7 @@ class BrokerServer:
         topic can only have been put there.) Logs whose files disagree on the topic id are left
         unserved, with an error."""
         assert self.controller is not None
-        for name, (partitions, ids) in sorted(on_disk.items()):
+        for name, (partitions, ids, latest_epochs) in sorted(on_disk.items()):
             if name in self.controller.image.topics:
                 continue
             if len(ids) > 1:
@@ -129,12 +129,13 @@ class BrokerServer:
             topic_id = next(iter(ids)) if ids else uuid.uuid4()
             count = max(partitions) + 1
             try:
-                self.controller.adopt_topic(name, topic_id, count)
+                self.controller.adopt_topic(name, topic_id, count, latest_epochs)
             except KafkaProtocolError as e:
                 log.error("not adopting logs found on disk", topic=name, error=e.message)
                 continue
             log.warning("adopted topic from logs found on disk", topic=name, topic_id=kafka_uuid_str(topic_id),
-                        partitions=count, created_empty=sorted(set(range(count)) - partitions))
+                        partitions=count, created_empty=sorted(set(range(count)) - partitions),
+                        leader_epochs={p: e + 1 for p, e in sorted(latest_epochs.items())})
 
     async def serve(self) -> None:
         await self.startup()

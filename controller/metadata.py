@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -232,19 +232,29 @@ class EmbeddedController:
         self._notify("created", topic)
         return topic
 
-    def adopt_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int) -> TopicState:
+    def adopt_topic(
+        self, name: str, topic_id: uuid.UUID, num_partitions: int, latest_epochs: Mapping[int, int] | None = None
+    ) -> TopicState:
         """Register a topic whose partition logs were found on disk but which this store does not
         know (partition dirs copied from another Kafka broker): its id stays the one the logs'
         `partition.metadata` name, every partition is led by this node, and no config override
         is known (Kafka keeps topic configs in its metadata log or ZooKeeper, not beside the
-        data). Called at startup, before the ReplicaManager hosts the topics, so nobody is told."""
+        data). Taking over leadership starts a new leader epoch, above the latest one a log
+        holds (`latest_epochs`): epochs never go back, or OffsetForLeaderEpoch would place the
+        new records inside an old epoch and clients would see a truncation. Called at startup,
+        before the ReplicaManager hosts the topics, so nobody is told."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if self.image.topic_by_id(topic_id) is not None:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic id {topic_id} is taken.")
         me = self.broker.broker_id
-        parts = {p: PartitionState(partition=p, replicas=[me], leader=me, isr=[me]) for p in range(num_partitions)}
+        epochs = latest_epochs or {}
+        parts = {
+            p: PartitionState(partition=p, replicas=[me], leader=me, leader_epoch=epochs.get(p, -1) + 1,
+                              isr=[me], partition_epoch=epochs.get(p, -1) + 1)
+            for p in range(num_partitions)
+        }
         topic = TopicState(name=name, topic_id=topic_id, partitions=parts)
         self.image.topics[name] = topic
         self._save()

@@ -45,7 +45,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
@@ -75,6 +75,14 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 
 TopicPartition = tuple[str, int]
+
+
+class LogsOnDisk(NamedTuple):
+    """A topic's logs as loaded (LogManager.topics_on_disk)."""
+
+    partitions: set[int]
+    topic_ids: set[uuid.UUID]
+    latest_epochs: dict[int, int]  # partition -> latest leader epoch in its leader-epoch-checkpoint
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -237,18 +245,22 @@ class LogManager:
         self.log_dir_of[tp] = d
         return new
 
-    def topics_on_disk(self) -> dict[str, tuple[set[int], set[uuid.UUID]]]:
-        """Every topic with a loaded log: the partitions found, and the topic ids their
+    def topics_on_disk(self) -> dict[str, LogsOnDisk]:
+        """Every topic with a loaded log: the partitions found, the topic ids their
         `partition.metadata` files name (none for a log without the file; an unreadable file is
-        logged and counts as none). The broker adopts topics its metadata store does not know
-        from this, e.g. partition dirs copied from another Kafka broker (blocking: reads files)."""
-        found: dict[str, tuple[set[int], set[uuid.UUID]]] = {}
+        logged and counts as none), and each log's latest leader epoch. The broker adopts topics
+        its metadata store does not know from this, e.g. partition dirs copied from another
+        Kafka broker (blocking: reads files)."""
+        found: dict[str, LogsOnDisk] = {}
         for (topic, partition), d in sorted(self.log_dir_of.items()):
-            partitions, ids = found.setdefault(topic, (set(), set()))
-            partitions.add(partition)
+            logs = found.setdefault(topic, LogsOnDisk(set(), set(), {}))
+            logs.partitions.add(partition)
+            cache = self.logs[topic, partition].leader_epoch_cache
+            if cache is not None and cache.latest_epoch is not None:
+                logs.latest_epochs[partition] = cache.latest_epoch
             metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(d / f"{topic}-{partition}"))
             try:
-                ids.add(metadata.read().topic_id)
+                logs.topic_ids.add(metadata.read().topic_id)
             except FileNotFoundError:
                 continue
             except CheckpointFormatError as e:

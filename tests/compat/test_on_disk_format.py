@@ -131,6 +131,12 @@ def topic_ids(bootstrap: str, names: list[str]) -> dict[str, str]:
     return {name: str(f.result(timeout=30).topic_id) for name, f in described.items()}
 
 
+def epoch_entries(partition_dir: Path) -> list[tuple[int, int]]:
+    """The (epoch, start offset) entries of a leader-epoch-checkpoint (version, count, entries)."""
+    _version, _count, *entries = (partition_dir / "leader-epoch-checkpoint").read_text().splitlines()
+    return [(int(e), int(o)) for e, o in (line.split() for line in entries)]
+
+
 def segment_files(partition_dirs: Iterable[Path]) -> list[str]:
     return [str(f) for d in sorted(partition_dirs) for f in sorted(d.iterdir()) if f.suffix in DUMPED]
 
@@ -216,6 +222,7 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
     # Kafka's own files, read by Odradek's dump-log as Kafka's dump tool reads them
     assert_dumps_agree([data / f"{t}-{p}" for t, p in parts])
 
+    kafka_epochs = {p: epoch_entries(data / f"mig-{p}") for p in (0, 1)}
     odradek = BrokerProcess(data).start()
     try:
         adopted = [line for line in odradek.lines if "adopted topic from logs found on disk" in line]
@@ -241,6 +248,10 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert all(k is None or int(k.split(b"-")[1]) >= produced for k in new_keys)
     finally:
         assert odradek.stop() == 0
+    # taking over leadership started a new leader epoch where Kafka's data ends
+    for p in (0, 1):
+        latest = max(epoch for epoch, _ in kafka_epochs[p])
+        assert epoch_entries(data / f"mig-{p}") == [*kafka_epochs[p], (latest + 1, ends[p])]
 
 
     # in place: Kafka's whole log dir as Odradek's (its meta.properties names node 1, so broker.id

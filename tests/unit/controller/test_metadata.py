@@ -31,6 +31,13 @@ def test_adopt_topic_keeps_its_id_and_persists(tmp_path: Path) -> None:
     assert len(again.image.topics["orders"].partitions) == 3
 
 
+def test_adopted_partitions_start_a_new_leader_epoch(tmp_path: Path) -> None:
+    """Above the latest epoch each log holds; 0 for a log without epochs."""
+    c = EmbeddedController(tmp_path, BROKER)
+    topic = c.adopt_topic("orders", uuid.UUID(int=11), 3, {0: 4, 2: 0})
+    assert [topic.partitions[p].leader_epoch for p in range(3)] == [5, 0, 1]
+
+
 def test_reserve_producer_ids_through(tmp_path: Path) -> None:
     c = EmbeddedController(tmp_path, BROKER)
     c.reserve_producer_ids_through(-1)  # no producer state: nothing changes

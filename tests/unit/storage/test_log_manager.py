@@ -139,7 +139,8 @@ def test_topics_on_disk_and_kraft_metadata_log(tmp_path: Path) -> None:
     try:
         assert lm.get_log("__cluster_metadata", 0) is None
         assert (raft / "quorum-state").read_text() == "{}"
-        assert lm.topics_on_disk() == {"orders": ({0, 2}, {uuid.UUID(int=7)}), "bare": ({0}, set())}
+        assert lm.topics_on_disk() == {
+            "orders": ({0, 2}, {uuid.UUID(int=7)}, {0: 0, 2: 0}), "bare": ({0}, set(), {0: 0})}
         assert lm.max_producer_id() == 41
         # hosting a log that has no partition.metadata writes one (Kafka's assignTopicId)
         lm.get_or_create_log("bare", 0, LogConfig(), uuid.UUID(int=9))

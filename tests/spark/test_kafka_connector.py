@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.compat.reference_kafka import ReferenceKafka
-from tests.spark.helpers import consume_all, create_topic, produce, unique_topic
+from tests.spark.helpers import add_partitions, consume_all, create_topic, produce, unique_topic
 
 QUERY_TIMEOUT_S = 180
 
@@ -104,7 +104,8 @@ def test_batch_read_equals_produced_field_by_field(spark: Any, bootstrap: str) -
 
 def test_batch_offset_bounds_as_json(spark: Any, bootstrap: str) -> None:
     """startingOffsets/endingOffsets as per-partition JSON, with the -2 (earliest) and -1 (latest)
-    sentinels, and as the words; startingTimestamp through ListOffsets by time."""
+    sentinels, and as the words; startingTimestamp and startingOffsetsByTimestamp through
+    ListOffsets by time, including a time after every record."""
     topic = create_topic(bootstrap, unique_topic("kbounds"), 3)
     base = 1_650_000_000_000
     produce(bootstrap, topic, ((None, f"{i % 3}:{i // 3}".encode(), i % 3, base + (i // 3) * 1000, [])
@@ -130,6 +131,13 @@ def test_batch_offset_bounds_as_json(spark: Any, bootstrap: str) -> None:
     assert offsets(startingOffsetsByTimestamp=json.dumps({topic: {"0": base + 48_000,
                                                                   "1": base + 1, "2": base}})) == (
         [(0, 48), (0, 49)] + [(1, o) for o in range(1, 50)] + [(2, o) for o in range(5, 50)])
+    # no record at or after the time: ListOffsets answers offset -1, which Spark refuses by
+    # default and reads as "latest" (nothing) with the latest strategy
+    after_all = str(base + 3_600_000)
+    with pytest.raises(Exception, match=f"No offset matched from request of topic-partition "
+                                        f"{topic}-[012] and timestamp {after_all}"):
+        offsets(startingTimestamp=after_all)
+    assert offsets(startingTimestamp=after_all, startingOffsetsByTimestampStrategy="latest") == []
 
 
 def test_batch_sink_keys_headers_partitions_topics(spark: Any, bootstrap: str) -> None:
@@ -202,8 +210,9 @@ def _run_to_end(query: Any) -> list[int]:
 def test_streaming_kafka_to_kafka_exactly_once_across_restart(spark: Any, bootstrap: str,
                                                             scratch: Path) -> None:
     """kafka -> kafka with a checkpoint, stopped and restarted with more input produced while it
-    was stopped: every input offset appears exactly once in the output, and maxOffsetsPerTrigger
-    bounds every micro-batch."""
+    was stopped, into a partition added meanwhile too (CreatePartitions: Spark reads a new
+    partition from its start): every input offset appears exactly once in the output, and
+    maxOffsetsPerTrigger bounds every micro-batch."""
     source = create_topic(bootstrap, unique_topic("kstream-in"), 3)
     sink = create_topic(bootstrap, unique_topic("kstream-out"), 2)
     produce(bootstrap, source, ((None, f"a{i}".encode(), i % 3, None, []) for i in range(300)))
@@ -212,7 +221,8 @@ def test_streaming_kafka_to_kafka_exactly_once_across_restart(spark: Any, bootst
     first = _run_to_end(_start_kafka_to_kafka(spark, bootstrap, source, sink, checkpoint,
                                               startingOffsets="earliest", maxOffsetsPerTrigger="120"))
     assert sum(first) == 300 and max(first) <= 120 and len(first) >= 3, first
-    produce(bootstrap, source, ((None, f"b{i}".encode(), i % 3, None, []) for i in range(200)))
+    add_partitions(bootstrap, source, 4)
+    produce(bootstrap, source, ((None, f"b{i}".encode(), i % 4, None, []) for i in range(200)))
     # startingOffsets only applies to a new checkpoint: "latest" here must not skip anything
     second = _run_to_end(_start_kafka_to_kafka(spark, bootstrap, source, sink, checkpoint,
                                                startingOffsets="latest", maxOffsetsPerTrigger="120"))
@@ -226,6 +236,7 @@ def test_streaming_kafka_to_kafka_exactly_once_across_restart(spark: Any, bootst
         assert inputs[(int(partition), int(offset))] == payload.encode()
         outputs.append((int(partition), int(offset)))
     assert sorted(outputs) == sorted(inputs)  # each input offset once: no loss, no duplicate
+    assert sorted(o for p, o in outputs if p == 3) == list(range(50))
 
 
 def test_streaming_starting_offsets_json(spark: Any, bootstrap: str, scratch: Path) -> None:

@@ -247,14 +247,7 @@ class GroupCoordinator:
             if group.is_(GroupState.DEAD) or not self.is_coordinator_for(group_id):
                 continue
             expired = group.expired_offsets(now, self.offsets_retention_ms)
-            for tp in expired:
-                del group.offsets[tp]
-            tombstones: list[tuple[bytes, bytes | None]] = [(grec.offset_key(group_id, t, p), None) for t, p in expired]
-            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
-                log.info("group transitioned to Dead", group=group_id, generation=group.generation_id)
-                group.transition_to(GroupState.DEAD)
-                tombstones.append((grec.group_key(group_id), None))
-                del self.groups[group_id]
+            tombstones = self._drop_offsets(group, expired)
             if tombstones:
                 error = await self._append(group_id, tombstones)
                 if error:
@@ -263,6 +256,22 @@ class GroupCoordinator:
         if removed:
             log.info("removed expired offsets", count=removed)
         return removed
+
+    def _drop_offsets(self, group: GroupMetadata, partitions: list[TopicPartition]) -> list[tuple[bytes, bytes | None]]:
+        """Kafka's GroupMetadataManager.cleanupGroupMetadata for one group: forget the offsets of
+        `partitions`; an Empty group left without offsets (and without pending members) becomes
+        Dead and leaves the cache. Returns the tombstones that make it so in the log."""
+        group_id = group.group_id
+        for tp in partitions:
+            group.offsets.pop(tp, None)
+        tombstones: list[tuple[bytes, bytes | None]] = [(grec.offset_key(group_id, t, p), None) for t, p in partitions]
+        if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+            log.info("group transitioned to Dead", group=group_id, generation=group.generation_id)
+            group.transition_to(GroupState.DEAD)
+            tombstones.append((grec.group_key(group_id), None))
+            if self.groups.get(group_id) is group:
+                del self.groups[group_id]
+        return tombstones
 
     def fail_pending_requests(self) -> None:
         """Shutdown: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR (Kafka's
@@ -1017,11 +1026,9 @@ class GroupCoordinator:
                 if tp in group.offsets:
                     deletable.append(tp)
         if deletable:
-            error = await self._append(group_id, [(grec.offset_key(group_id, t, p), None) for t, p in deletable])
+            error = await self._append(group_id, self._drop_offsets(group, deletable))
             if error:
                 return error, {}
-            for tp in deletable:
-                group.offsets.pop(tp, None)
         return ErrorCode.NONE, result
 
     # -- admin ----------------------------------------------------------------------------------
@@ -1046,7 +1053,9 @@ class GroupCoordinator:
     async def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         result: dict[str, int] = {}
         for group_id in group_ids:
-            err = self.validate_group_status(group_id)
+            # the empty id is a valid group here, as for OffsetCommit/OffsetFetch/DescribeGroups
+            # (Kafka's isValidGroupId): simple consumers may have committed under it
+            err = self.validate_group_status(group_id, allow_empty_id=True)
             if err is not None:
                 result[group_id] = err
                 continue

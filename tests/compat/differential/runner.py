@@ -248,7 +248,9 @@ def get_path(data: Any, path: str) -> Any:
     return data
 
 
-LIST_KEYS = ("name", "partition_index", "partition", "topic", "api_key", "key", "group_id", "resource_name", "index")
+# member_id: a group's members are a hash map in Kafka, answered in no fixed order
+LIST_KEYS = ("name", "partition_index", "partition", "topic", "api_key", "key", "group_id", "resource_name", "index",
+             "member_id")
 
 
 def _keyed(items: list[Any]) -> tuple[str, dict[Any, Any]] | None:
@@ -275,7 +277,7 @@ def diff(a: Any, b: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
     """(path, odradek value, kafka value) of every leaf that differs.
 
     Lists of entries with an identifying field (topics by name, partitions by index, configs by
-    name, API keys by key...) are compared entry by entry as `path[key]`: their order is not
+    name, API keys by key, group members by member id...) are compared entry by entry as `path[key]`: their order is not
     part of the protocol (KRaft answers Metadata partitions and DeleteTopics results in hash
     order), and an entry only one broker has is reported as `<absent>` on the other. Other
     lists are compared element by element, or as a whole when their lengths differ."""

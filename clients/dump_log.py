@@ -3,8 +3,8 @@
 Why its own reader: the tool must work on files copied off any broker (ours or Apache Kafka's),
 so it reads the on-disk formats directly — RecordBatch v2 for `.log`, (int32 relative offset,
 int32 position) for `.index`, (int64 timestamp, int32 relative offset) for `.timeindex`, the
-producer-state snapshot schema for `.snapshot` (storage.producer_state's codec, which has no I/O
-of its own to need a broker) — and never needs a running broker. The lines are Kafka's
+producer-state snapshot schema for `.snapshot` and aborted-transaction entries for `.txnindex`
+(storage's codecs for those two, which need no broker) — and never needs a running broker. The lines are Kafka's
 `kafka.tools.DumpLogSegments` lines, character for character (tests/compat/test_on_disk_format.py
 compares the two on the same files).
 """
@@ -152,12 +152,30 @@ def dump_producer_snapshot_file(path: Path) -> Iterator[str]:
         yield line
 
 
+def dump_txn_index_file(path: Path) -> Iterator[str]:
+    """One line per aborted transaction the segment's `.txnindex` records."""
+    from storage.txn_index import ABORTED_TXN_VERSION, AbortedTxn, CorruptIndexError
+
+    yield f"Dumping {path}"
+    data = path.read_bytes()
+    size = len(AbortedTxn(0, 0, 0, 0).to_bytes())
+    for pos in range(0, len(data) - len(data) % size, size):
+        try:
+            t = AbortedTxn.from_bytes(data, pos)
+        except CorruptIndexError as e:
+            raise click.ClickException(f"{path}: {e}") from None
+        yield (
+            f"version: {ABORTED_TXN_VERSION} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}"
+        )
+
+
 @click.command("dump-log")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not only batch headers.")
 @click.option("--print-data-log", is_flag=True, help="Print keys and payloads (implies --deep-iteration).")
 def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool) -> None:
-    """Print .log, .index, .timeindex and .snapshot files as Kafka's kafka-dump-log.sh does.
+    """Print .log, .index, .timeindex, .snapshot and .txnindex files as Kafka's kafka-dump-log.sh does.
 
     \b
     Examples:
@@ -173,9 +191,11 @@ def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool
             lines = dump_time_index_file(path)
         elif path.suffix == ".snapshot":
             lines = dump_producer_snapshot_file(path)
+        elif path.suffix == ".txnindex":
+            lines = dump_txn_index_file(path)
         else:
             raise click.ClickException(
-                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot)"
+                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot, .txnindex)"
             )
         for line in lines:
             click.echo(line)

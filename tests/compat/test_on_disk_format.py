@@ -37,8 +37,9 @@ from tests.compat.reference_kafka import ReferenceKafka
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PER_CODEC = 40
+ISOLATION = ("read_uncommitted", "read_committed")
 SMALL_SEGMENTS = {"segment.bytes": "1024", "index.interval.bytes": "128"}
-DUMPED = (".log", ".index", ".timeindex", ".snapshot")
+DUMPED = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")
 Record = tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...], tuple[int, int]]
 
 
@@ -70,10 +71,27 @@ def produce_mixed(bootstrap: str, topic: str, partitions: int, base_ts: int, fir
     return n - first
 
 
-def read_all(bootstrap: str, partitions: Iterable[tuple[str, int]], timeout_s: float = 60.0) -> list[Record]:
+def produce_transactions(bootstrap: str, topic: str) -> None:
+    """Three transactions of 5 records to partition 0 of `topic`: committed, aborted, committed."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "on-disk-txn", "linger.ms": 5})
+    p.init_transactions(60)
+    for t, commit in enumerate((True, False, True)):
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, key=f"txn-{t}-{i}".encode(), value=f"{'kept' if commit else 'aborted'} {t} {i}".encode(),
+                      partition=0)
+        assert p.flush(60) == 0  # written before the abort, not purged from the queue by it
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+
+
+def read_all(bootstrap: str, partitions: Iterable[tuple[str, int]], timeout_s: float = 60.0,
+             isolation: str = "read_uncommitted") -> list[Record]:
     """Every record of `partitions` from offset 0 to the high watermark, in offset order."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "on-disk-reader", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+                  "enable.partition.eof": True, "isolation.level": isolation})
     try:
         tps = [TopicPartition(t, p, 0) for t, p in partitions]
         ends = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=30)[1] for tp in tps}
@@ -195,7 +213,8 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
     """Stop Kafka cleanly, copy its `<topic>-<partition>` dirs (not `__cluster_metadata-0`, not
     its meta.properties or checkpoints) into an Odradek log dir, start Odradek: same topics,
     same ids, same records, same committed offsets, and new records continue the offsets."""
-    topics = {"mig": (2, SMALL_SEGMENTS), "mig-lat": (1, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"})}
+    topics = {"mig": (2, SMALL_SEGMENTS), "mig-lat": (1, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"}),
+              "mig-txn": (1, {"segment.bytes": "300"})}
     parts = [("mig", 0), ("mig", 1), ("mig-lat", 0)]
     kafka = ReferenceKafka(tmp_path / "kafka", overrides={"log.segment.delete.delay.ms": "0"})
     kafka.start()
@@ -204,6 +223,8 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         base = int(time.time() * 1000) - 60_000
         produced = produce_mixed(kafka.bootstrap, "mig", 2, base) + produce_mixed(kafka.bootstrap, "mig-lat", 1, base)
         served_by_kafka = read_all(kafka.bootstrap, parts)
+        produce_transactions(kafka.bootstrap, "mig-txn")
+        txn_by_kafka = {level: read_all(kafka.bootstrap, [("mig-txn", 0)], isolation=level) for level in ISOLATION}
         ids_in_kafka = topic_ids(kafka.bootstrap, list(topics))
         kafka_cluster_id = cluster_id(kafka.bootstrap)
         commit_offsets(kafka.bootstrap, "migrated-group", {("mig", 0): 17, ("mig", 1): 42})
@@ -211,6 +232,9 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert kafka.stop() == 143  # the JVM's exit status after SIGTERM, its shutdown hook run
     assert (kafka.log_dir / ".kafka_cleanshutdown").exists()
     assert len(served_by_kafka) == produced
+    assert [r[4] for r in txn_by_kafka["read_committed"]] == [
+        f"kept {t} {i}".encode() for t in (0, 2) for i in range(5)]
+    assert len(txn_by_kafka["read_uncommitted"]) == 15
 
     data = tmp_path / "odradek-data"
     data.mkdir()
@@ -219,8 +243,11 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
     for d in copied:
         shutil.copytree(d, data / d.name)
     assert all(len(list((data / f"{t}-{p}").glob("*.log"))) >= 3 for t, p in parts)
+    assert list((data / "mig-txn-0").glob("*.txnindex")), "expected the aborted transaction in a .txnindex"
     # Kafka's own files, read by Odradek's dump-log as Kafka's dump tool reads them
-    assert_dumps_agree([data / f"{t}-{p}" for t, p in parts])
+    lines = assert_dumps_agree([data / f"{t}-{p}" for t, p in [*parts, ("mig-txn", 0)]])
+    assert sum("endTxnMarker: ABORT" in line for line in lines) == 1
+    assert sum(line.startswith("version: 0 producerId: ") for line in lines) == 1  # the .txnindex entry
 
     kafka_epochs = {p: epoch_entries(data / f"mig-{p}") for p in (0, 1)}
     odradek = BrokerProcess(data).start()
@@ -229,6 +256,8 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert any("topic='mig' " in line and "partitions=2 " in line for line in adopted), adopted
         assert topic_ids(odradek.bootstrap, list(topics)) == ids_in_kafka
         assert read_all(odradek.bootstrap, parts) == served_by_kafka
+        for level in ISOLATION:  # aborted records hidden from read_committed, as Kafka hid them
+            assert read_all(odradek.bootstrap, [("mig-txn", 0)], isolation=level) == txn_by_kafka[level]
 
         c = Consumer({"bootstrap.servers": odradek.bootstrap, "group.id": "migrated-group"})
         try:

@@ -126,6 +126,20 @@ def test_dump_empty_index_and_producer_snapshot(tmp_path: Path) -> None:
     ]
 
 
+def test_dump_txn_index(tmp_path: Path) -> None:
+    from storage.txn_index import AbortedTxn
+
+    path = tmp_path / "00000000000000000010.txnindex"
+    path.write_bytes(AbortedTxn(7, 10, 14, 10).to_bytes() + AbortedTxn(8, 12, 20, 15).to_bytes())
+    out = CliRunner().invoke(main, ["dump-log", str(path)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines() == [
+        f"Dumping {path}",
+        "version: 0 producerId: 7 firstOffset: 10 lastOffset: 14 lastStableOffset: 10",
+        "version: 0 producerId: 8 firstOffset: 12 lastOffset: 20 lastStableOffset: 15",
+    ]
+
+
 def test_dump_log_rejects_other_files(tmp_path: Path) -> None:
     other = tmp_path / "leader-epoch-checkpoint"
     other.write_text("0\n0\n")

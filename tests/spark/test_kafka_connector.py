@@ -202,7 +202,11 @@ def _start_kafka_to_kafka(spark: Any, bootstrap: str, source: str, sink: str, ch
 
 def _run_to_end(query: Any) -> list[int]:
     """Wait (bounded) for an AvailableNow query; returns the rows of each micro-batch."""
-    assert query.awaitTermination(QUERY_TIMEOUT_S), "query still running"
+    try:
+        finished = query.awaitTermination(QUERY_TIMEOUT_S)
+    finally:
+        query.stop()  # a no-op once it ended; stops it if the wait timed out or failed
+    assert finished, f"query still running after {QUERY_TIMEOUT_S}s"
     assert query.exception() is None
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
@@ -266,8 +270,11 @@ def test_streaming_fail_on_data_loss(spark: Any, bootstrap: str, scratch: Path) 
     delete_records(bootstrap, source, 0, 35)
 
     query = _start_kafka_to_kafka(spark, bootstrap, source, sink, checkpoint)
-    with pytest.raises(Exception) as failure:
-        query.awaitTermination(QUERY_TIMEOUT_S)
+    try:
+        with pytest.raises(Exception) as failure:
+            query.awaitTermination(QUERY_TIMEOUT_S)
+    finally:
+        query.stop()
     # KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE: the executor's Fetch at 20 got
     # OFFSET_OUT_OF_RANGE, as from Kafka once the log start offset passed it
     message = str(failure.value)

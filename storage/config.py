@@ -69,7 +69,9 @@ class LogConfig:
     message_format_version: str = "3.0-IV1"  # deprecated, accepted and ignored
     leader_replication_throttled_replicas: tuple[str, ...] = ()  # accepted; no replication yet
     follower_replication_throttled_replicas: tuple[str, ...] = ()
-    remote_storage_enable: bool = False
+    remote_storage_enable: bool = False  # tiered storage (KIP-405/950): accepted, not implemented
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
 
@@ -343,6 +345,8 @@ _SPEC_LIST: tuple[_Spec, ...] = (
     _Spec("leader.replication.throttled.replicas", "list"),
     _Spec("follower.replication.throttled.replicas", "list"),
     _Spec("remote.storage.enable", "bool"),
+    _Spec("remote.log.copy.disable", "bool"),
+    _Spec("remote.log.delete.on.disable", "bool"),
     _Spec("local.retention.ms", "long", at_least=-2),
     _Spec("local.retention.bytes", "long", at_least=-2),
 )

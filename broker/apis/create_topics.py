@@ -3,13 +3,15 @@
 Per topic: -1 partitions / replication factor take the broker defaults (v4+, KIP-464); manual
 replica assignments replace both (and must not be combined with them: INVALID_REQUEST); configs
 are validated as topic configs (unknown key or bad value: INVALID_CONFIG) before anything is
-created; `validate_only` checks everything and creates nothing. v5+ answers the resulting
+created; `validate_only` checks everything and creates nothing (the answer carries a fresh
+topic id nonetheless, as Kafka's). v5+ answers the resulting
 partition count, replication factor and configs; v7 the topic id. A name given more than once
 in one request gets one INVALID_REQUEST answer and nothing is created for it, as Kafka does.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from broker.apis.registry import api
@@ -65,6 +67,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
                 if assignments:
                     num_partitions, rf = len(assignments), len(next(iter(assignments.values())))
                 controller.validate_new_topic(t.name, num_partitions, rf)
+                # Kafka's controller draws the id before it knows the request only validates
+                result.topic_id = uuid.uuid4()
             else:
                 topic = controller.create_topic(t.name, num_partitions, rf, configs, assignments)
                 result.topic_id = topic.topic_id

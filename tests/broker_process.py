@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # Broker settings for group tests: groups form at once and short sessions are allowed.
@@ -25,40 +26,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class BrokerProcess:
-    def __init__(self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = ()) -> None:
-        self.log_dir = Path(log_dir)
-        self.port = port or free_port()
-        self.overrides = list(overrides)
+class LoggedProcess:
+    """A server subprocess whose stderr lines are collected by a reader thread; `_spawn` returns
+    once a line containing the readiness marker was printed (bounded), or fails with the last
+    lines. Shared by `odradek serve` here and the reference Kafka broker (tests/compat)."""
+
+    what = "process"
+
+    def __init__(self) -> None:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
+        self._ready_marker = ""
         self._started = threading.Event()
         self._new_line = threading.Condition()
         self._reader: threading.Thread | None = None
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
-        cmd = [
-            sys.executable, "-m", "clients.cli", "serve",
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
-            "--log-dirs", str(self.log_dir),
-        ]
-        for o in self.overrides:
-            cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]
+    def _spawn(self, cmd: list[str], ready_marker: str, timeout: float, **popen: Any) -> None:
+        self._ready_marker = ready_marker
         self._started.clear()
-        self.proc = subprocess.Popen(
-            cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self._reader.start()
         if not self._started.wait(timeout) or self.proc.poll() is not None:
             self.kill()
-            raise RuntimeError("broker did not start:\n" + "\n".join(self.lines[-40:]))
-        return self
+            raise RuntimeError(f"{self.what} did not start:\n" + "\n".join(self.lines[-40:]))
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
@@ -66,9 +57,9 @@ class BrokerProcess:
             with self._new_line:
                 self.lines.append(line.rstrip("\n"))
                 self._new_line.notify_all()
-            if "event='broker started'" in line:
+            if self._ready_marker in line:
                 self._started.set()
-        self._started.set()  # process ended: unblock start()
+        self._started.set()  # process ended: unblock _spawn()
 
     def wait_for_line(self, text: str, timeout: float = 30.0, after: int = 0) -> str:
         """Block until a log line containing `text` has been printed (woken by each new line),
@@ -114,3 +105,29 @@ class BrokerProcess:
             self._reader.join(timeout=5)
         if self.proc is not None and self.proc.stderr is not None:
             self.proc.stderr.close()
+
+
+class BrokerProcess(LoggedProcess):
+    what = "broker"
+
+    def __init__(self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.log_dir = Path(log_dir)
+        self.port = port or free_port()
+        self.overrides = list(overrides)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        cmd = [
+            sys.executable, "-m", "clients.cli", "serve",
+            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+            "--log-dirs", str(self.log_dir),
+        ]
+        for o in self.overrides:
+            cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]
+        self._spawn(cmd, "event='broker started'", timeout, cwd=REPO,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return self

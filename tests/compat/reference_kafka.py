@@ -9,13 +9,10 @@ in Kafka's quickstart `config/kraft/server.properties`; callers add overrides.""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.broker_process import free_port
+from tests.broker_process import LoggedProcess, free_port
 from tests.compat.jvm import java_command, run_tool
 
 BROKER_JVM = ("-Xmx512m", "-Xms512m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
@@ -28,21 +25,20 @@ SINGLE_NODE = {
 }
 
 
-class ReferenceKafka:
+class ReferenceKafka(LoggedProcess):
     """One Kafka 3.9 KRaft node on free loopback ports, data under `work_dir`."""
+
+    what = "reference Kafka"
 
     def __init__(self, work_dir: Path, overrides: Mapping[str, str] | None = None,
                  port: int | None = None, jvm_args: Sequence[str] = BROKER_JVM) -> None:
+        super().__init__()
         self.work_dir = Path(work_dir)
         self.jvm_args = tuple(jvm_args)
         self.log_dir = self.work_dir / "kafka-data"
         self.port = port or free_port()
         self.controller_port = free_port()
         self.overrides = {**SINGLE_NODE, **(overrides or {})}
-        self.proc: subprocess.Popen[str] | None = None
-        self.lines: list[str] = []
-        self._started = threading.Event()
-        self._reader: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -70,24 +66,9 @@ class ReferenceKafka:
         if not (self.log_dir / "meta.properties").exists():
             cluster_id = run_tool("kafka.tools.StorageTool", "random-uuid").stdout.strip()
             run_tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
-        self._started.clear()
-        self.proc = subprocess.Popen(
-            java_command("kafka.Kafka", [str(config)], jvm_args=self.jvm_args),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
-        self._reader.start()
-        if not self._started.wait(timeout) or self.proc.poll() is not None:
-            self.kill()
-            raise RuntimeError("reference Kafka did not start:\n" + "\n".join(self.lines[-40:]))
+        self._spawn(java_command("kafka.Kafka", [str(config)], jvm_args=self.jvm_args),
+                    "[BrokerServer id=1] Transition from STARTING to STARTED", timeout)
         return self
-
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-            if "[BrokerServer id=1] Transition from STARTING to STARTED" in line:
-                self._started.set()
-        self._started.set()  # process ended: unblock start()
 
     def pid(self) -> int:
         assert self.proc is not None
@@ -95,26 +76,4 @@ class ReferenceKafka:
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM and wait: Kafka's controlled shutdown of a single node."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
-        finally:
-            self._join()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._join()
-
-    def _join(self) -> None:
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        return super().stop(timeout)

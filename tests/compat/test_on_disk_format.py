@@ -189,7 +189,8 @@ def test_kafka_dump_log_reads_odradek_files(tmp_path: Path) -> None:
         create_topics(broker.bootstrap, {"disk": (2, SMALL_SEGMENTS)})
         produced = produce_mixed(broker.bootstrap, "disk", 2, int(time.time() * 1000) - 60_000)
     finally:
-        assert broker.stop() == 0  # a clean shutdown trims the indexes and snapshots producer state
+        stopped = broker.stop()
+    assert stopped == 0  # a clean shutdown trims the indexes and snapshots producer state
     dirs = [broker.log_dir / "disk-0", broker.log_dir / "disk-1"]
     assert all(len(list(d.glob("*.log"))) >= 3 for d in dirs), "expected several segments per partition"
 
@@ -229,7 +230,8 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         kafka_cluster_id = cluster_id(kafka.bootstrap)
         commit_offsets(kafka.bootstrap, "migrated-group", {("mig", 0): 17, ("mig", 1): 42})
     finally:
-        assert kafka.stop() == 143  # the JVM's exit status after SIGTERM, its shutdown hook run
+        stopped = kafka.stop()
+    assert stopped == 143  # the JVM's exit status after SIGTERM, its shutdown hook run
     assert (kafka.log_dir / ".kafka_cleanshutdown").exists()
     assert len(served_by_kafka) == produced
     assert [r[4] for r in txn_by_kafka["read_committed"]] == [
@@ -276,12 +278,12 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         new_keys = [r[3] for r in after if r[2] >= ends[r[1]]]
         assert all(k is None or int(k.split(b"-")[1]) >= produced for k in new_keys)
     finally:
-        assert odradek.stop() == 0
+        stopped = odradek.stop()
+    assert stopped == 0
     # taking over leadership started a new leader epoch where Kafka's data ends
     for p in (0, 1):
         latest = max(epoch for epoch, _ in kafka_epochs[p])
         assert epoch_entries(data / f"mig-{p}") == [*kafka_epochs[p], (latest + 1, ends[p])]
-
 
     # in place: Kafka's whole log dir as Odradek's (its meta.properties names node 1, so broker.id
     # must be 1); the KRaft metadata log is left alone, the cluster id is Kafka's
@@ -294,5 +296,6 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert topic_ids(odradek.bootstrap, list(topics)) == ids_in_kafka
         assert read_all(odradek.bootstrap, parts) == served_by_kafka
     finally:
-        assert odradek.stop() == 0
+        stopped = odradek.stop()
+    assert stopped == 0
     assert {f.name: f.read_bytes() for f in (in_place / "__cluster_metadata-0").iterdir()} == raft_files

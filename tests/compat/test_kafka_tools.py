@@ -99,7 +99,11 @@ def table(out: str, first_column: str) -> list[dict[str, str]]:
 
 def test_topics_create_describe_list_alter_delete(broker: BrokerProcess) -> None:
     create_topic(broker, "tt-orders", 3, "--config", "retention.ms=12345")
-    assert "tt-orders" in tool(broker, TOPICS, "--list").split()
+    create_topic(broker, "tt-plain", 1)
+    assert {"tt-orders", "tt-plain"} <= set(tool(broker, TOPICS, "--list").split())
+    assert "__consumer_offsets" not in tool(broker, TOPICS, "--list", "--exclude-internal").split()
+    overrides = tool(broker, TOPICS, "--describe", "--topics-with-overrides", "--topic", "tt-.*")
+    assert [line.split("\t")[0] for line in overrides.splitlines()] == ["Topic: tt-orders"]
 
     desc = tool(broker, TOPICS, "--describe", "--topic", "tt-orders")
     head, *parts = desc.strip().splitlines()
@@ -314,6 +318,16 @@ def test_consumer_groups_list_describe_reset_delete(broker: BrokerProcess, tmp_p
     assert f"Deletion of requested consumer groups ('{group}') was successful." in out
     assert group not in tool(broker, GROUPS, "--list").split()
     assert committed(broker, group) == {}
+
+    # a reset creates an unknown group's offsets; deleting its last offsets ends it, as in Kafka
+    other = "tg-other"
+    assert reset(broker, other, "--to-offset", "4")["offset"] == "4"
+    assert committed(broker, other) == {(topic, 0): 4}
+    out = tool(broker, GROUPS, "--delete-offsets", "--group", other, "--topic", topic)
+    assert f"Request succeed for deleting offsets with topic {topic} group {other}" in out
+    assert re.search(rf"TOPIC +PARTITION +STATUS +{topic} +0 +Successful", out), out  # one line, as reset's
+    assert committed(broker, other) == {}
+    assert other not in tool(broker, GROUPS, "--list").split()
 
 
 # -- perf tools ---------------------------------------------------------------------------------------------

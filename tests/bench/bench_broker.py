@@ -393,6 +393,19 @@ def report(res: dict[str, Any], img: dict[str, str], date: str, fp: dict[str, An
                          fx(ratio(e["p99_ms"], k["p99_ms"])) if k else "n/a",
                          f"{e2e_cpu_us(e):.2f}"])
     lines += table(head, body, "rlrrrrrrrrr")
+    load = "; ".join(
+        f"{rate:,.0f}/s: " + ", ".join(f"{name} {rate * e2e_cpu_us(e) / 1e6:.0%}" for name, e in rs.items())
+        for rate, rs in e2e_by_rate(res["e2e"]).items())
+    lines += [
+        "",
+        "The end-to-end producer sends every record as its own request (linger.ms=0) and the "
+        "consumer polls with fetch.wait.max.ms=5, so besides one produce request per record each "
+        "broker answers about 200 fetches a second: at these rates that request handling, not the "
+        "records, is most of the broker CPU per record. Broker CPU as a share of one core: "
+        f"{load}. Producer, consumer and broker share the machine's 2 cores: a broker that needs "
+        "most of a core also delays both clients, the likely cause of the high percentiles at "
+        "10,000/s (not profiled further).",
+    ]
     idle = res["idle_cpu"]
     lines += [
         "",

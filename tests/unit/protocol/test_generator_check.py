@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafka_specs import require_specs
+
 REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
 MESSAGES = REPO / "protocol" / "messages"
 
 
 def run_generator(*args: str) -> subprocess.CompletedProcess[str]:
-    assert SPECS.is_dir(), f"Kafka specs not found at {SPECS}"
+    specs = require_specs()
     return subprocess.run(
-        [sys.executable, "-m", "protocol.generator", "--specs", str(SPECS), *args],
+        [sys.executable, "-m", "protocol.generator", "--specs", str(specs), *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -10,6 +10,7 @@ spec JSONs directly, not from the generated classes under test."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -37,9 +38,8 @@ from protocol.messages import (
     ResponseHeader,
 )
 from protocol.messages.api_versions_response import ApiVersion
+from tests.kafka_specs import require_specs
 
-REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
 METADATA_KEY = 3
 
 
@@ -47,12 +47,13 @@ def load_spec(path: Path) -> dict:
     return json.loads(re.sub(r"^\s*//.*$", "", path.read_text(), flags=re.M))
 
 
+@functools.cache
 def spec_versions(kind: str) -> list[tuple[int, int, int | None, str]]:
     """(api key, version, first flexible version or None, name) for every version of every
-    spec of `kind` ("request" / "response")."""
-    assert SPECS.is_dir(), f"Kafka specs not found at {SPECS}"
+    spec of `kind` ("request" / "response"); skips (or fails in CI) without the specs."""
+    specs = require_specs()
     out = []
-    for path in sorted(SPECS.glob(f"*{kind.capitalize()}.json")):
+    for path in sorted(specs.glob(f"*{kind.capitalize()}.json")):
         spec = load_spec(path)
         if spec["type"] != kind:
             continue
@@ -69,17 +70,14 @@ def spec_versions(kind: str) -> list[tuple[int, int, int | None, str]]:
     return out
 
 
-REQUEST_VERSIONS = spec_versions("request")
-RESPONSE_VERSIONS = spec_versions("response")
-
-
 # ---------------------------------------------------------------------------------------------
 # header version selection
 
 
 def test_the_spec_tables_are_complete() -> None:
-    assert len({k for k, *_ in REQUEST_VERSIONS}) > 60
-    assert {k for k, *_ in REQUEST_VERSIONS} == {k for k, *_ in RESPONSE_VERSIONS}
+    requests, responses = spec_versions("request"), spec_versions("response")
+    assert len({k for k, *_ in requests}) > 60
+    assert {k for k, *_ in requests} == {k for k, *_ in responses}
 
 
 @pytest.mark.parametrize(
@@ -117,7 +115,7 @@ def test_response_header_version_known_points(api_key: int, version: int, expect
 
 def test_request_header_version_follows_every_spec() -> None:
     wrong = []
-    for api_key, v, first_flex, name in REQUEST_VERSIONS:
+    for api_key, v, first_flex, name in spec_versions("request"):
         if api_key == CONTROLLED_SHUTDOWN_KEY and v == 0:
             expected = 0
         elif first_flex is not None and v >= first_flex:
@@ -132,7 +130,7 @@ def test_request_header_version_follows_every_spec() -> None:
 
 def test_response_header_version_follows_every_spec() -> None:
     wrong = []
-    for api_key, v, first_flex, name in RESPONSE_VERSIONS:
+    for api_key, v, first_flex, name in spec_versions("response"):
         if api_key == API_VERSIONS_KEY:
             expected = 0
         elif first_flex is not None and v >= first_flex:

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 import protocol.messages as messages
 from protocol.primitives import ApiMessage, DecodeError, EncodeError, Field, UnsupportedVersionError
+from tests.kafka_specs import require_specs
 
 REPO = Path(__file__).resolve().parents[3]
-SPECS = REPO.parent / "shared" / "kafka-protocol"
 
 ALL = sorted(
     (getattr(messages, name) for name in messages.__all__ if name not in ("REQUESTS", "RESPONSES")),
@@ -212,10 +212,9 @@ def test_encode_refuses_null_where_not_nullable() -> None:
 
 
 def test_generated_output_is_current() -> None:
-    if not SPECS.is_dir():
-        pytest.skip(f"Kafka specs not found at {SPECS}; cannot check regeneration")
+    specs = require_specs()
     proc = subprocess.run(
-        [sys.executable, "-m", "protocol.generator", "--check", "--specs", str(SPECS)],
+        [sys.executable, "-m", "protocol.generator", "--check", "--specs", str(specs)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -73,6 +73,18 @@ LOCK_FILE = ".lock"
 KRAFT_METADATA_TOPIC = "__cluster_metadata"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+# Longest file name the common file systems (ext4, xfs, btrfs) allow.
+_MAX_FILE_NAME = 255
+
+
+def log_delete_dir_name(topic: str, partition: int) -> str:
+    """`<topic>-<partition>.<uuid>-delete`, with the topic cut so the name stays within 255
+    bytes, as Kafka's `UnifiedLog.logDeleteDirName`: a 249-character topic would otherwise fail
+    the rename with "File name too long" and could never be deleted. The uuid keeps the name
+    unique, and only the suffix matters to the start-up sweep (`_DELETE_DIR`)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: min(len(topic), _MAX_FILE_NAME - len(suffix))] + suffix
+
 
 TopicPartition = tuple[str, int]
 
@@ -285,7 +297,7 @@ class LogManager:
         if self.cleaner_offsets.pop(tp, None) is not None:
             self.checkpoint_cleaner_offsets([d])
         src = d / f"{topic}-{partition}"
-        dst = d / f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
+        dst = d / log_delete_dir_name(topic, partition)
         os.replace(src, dst)
         shutil.rmtree(dst, ignore_errors=True)
         return dst

@@ -164,3 +164,29 @@ def test_stored_cluster_id_from_kafka_meta_properties(tmp_path: Path) -> None:
         assert fresh.stored_cluster_id is None
     finally:
         fresh.shutdown()
+
+
+def test_delete_dir_names_are_capped_at_255_bytes_as_kafkas() -> None:
+    """UnifiedLog.logDeleteDirName: `<topic>-<partition>.<uuid>-delete`, the topic cut so that
+    the whole name fits a file name (a 249-character topic cannot take the full suffix)."""
+    from storage.log_manager import _DELETE_DIR, log_delete_dir_name
+
+    short = log_delete_dir_name("orders", 3)
+    assert short.startswith("orders-3.") and short.endswith("-delete") and len(short) == 48
+    for topic, partition in (("t" * 249, 0), ("t" * 249, 99999), ("x" * 200, 12)):
+        name = log_delete_dir_name(topic, partition)
+        assert len(name.encode()) <= 255 and _DELETE_DIR.match(name), name
+        assert name.endswith(f"-{partition}.{name.split('.')[-1]}")
+    assert len(log_delete_dir_name("t" * 249, 0)) == 255
+    assert log_delete_dir_name("a", 0) != log_delete_dir_name("a", 0)
+
+
+def test_a_249_character_topic_is_deleted(tmp_path: Path) -> None:
+    d = tmp_path / "logs"
+    lm = LogManager.open(config(d))
+    topic = "t" * 249
+    fill(lm, topic, 0, 2)
+    lm.async_delete(topic, 0)
+    assert lm.get_log(topic, 0) is None
+    assert not any(p.name.startswith(topic[:200]) for p in d.iterdir())
+    lm.shutdown()

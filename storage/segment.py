@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from protocol.primitives import I64
 from protocol.records import (
@@ -50,7 +50,7 @@ from protocol.records import (
     decode_records,
     validate_batch,
 )
-from storage.errors import LogSegmentOffsetOverflowError, StorageError
+from storage.errors import CorruptRecordError, LogSegmentOffsetOverflowError, StorageError
 from storage.file_records import (
     EMPTY_RECORDS,
     FetchDataInfo,
@@ -195,6 +195,8 @@ class LogSegment:
         # fetches from exactly there, so translate_offset can start its header scan at it
         # instead of at the sparse index entry up to index.interval.bytes earlier.
         self._last_append: tuple[int, int] | None = None
+        # positions of invalid batches a read already logged (see _corrupt)
+        self._reported_corrupt: set[int] = set()
         self.created = time_ms()
         if not file_already_exists:  # a new segment is about to be appended to: map now
             self.offset_index  # noqa: B018
@@ -433,20 +435,73 @@ class LogSegment:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+    def translate_offset(
+        self, offset: int, starting_position: int = 0, *, strict: bool = False
+    ) -> LogOffsetPosition | None:
         """The first batch whose last offset is >= ``offset``: (its last offset, position,
-        size), or None when the segment has none. Index lookup, then a scan of batch headers."""
+        size), or None when the segment has none. Index lookup, then a scan of batch headers.
+
+        With ``strict`` (the fetch path) every header the scan steps over is checked for what
+        costs nothing more than the scan itself -- magic 2, a length that ends inside the
+        segment, offsets that increase and lie in this segment -- and CorruptRecordError is
+        raised at the first that fails, instead of stopping there and answering None (which
+        makes the log read on in the next segment: a silent skip of every offset in between).
+        """
         pos = self.offset_index.lookup(offset).position
         hint = self._last_append
         if hint is not None and hint[0] <= offset and hint[1] > pos:
             pos = hint[1]  # every batch before it ends below `offset`
         if starting_position > pos:
             pos = starting_position
+        if strict:
+            return self._translate_offset_checked(offset, pos)
         for p, h in scan_headers(self._file, pos, self._size):
             last = h[0] + h[6]
             if last >= offset:
                 return LogOffsetPosition(last, p, h[1] + LOG_OVERHEAD)
         return None
+
+    def _translate_offset_checked(self, offset: int, pos: int) -> LogOffsetPosition | None:
+        """translate_offset's scan with the header checks of ``strict`` (see there). Kafka's
+        read path checks the same at the batches it steps over (FileLogInputStream: size and
+        magic); neither looks at CRCs, which consumers verify (check.crcs)."""
+        end = self._size
+        next_pos = pos
+        prev_last = self.base_offset - 1
+        base_limit = self.base_offset + _INT32_MAX
+        for p, h in scan_headers(self._file, pos, end):
+            first, last = h[0], h[0] + h[6]
+            if h[3] != 2:
+                self._corrupt(p, f"unsupported magic {h[3]}")
+            if h[6] < 0 or first <= prev_last or last > base_limit:
+                self._corrupt(
+                    p, f"batch offsets [{first}, {last}] do not follow offset {prev_last} in a "
+                    f"segment based at {self.base_offset}"
+                )
+            if last >= offset:
+                return LogOffsetPosition(last, p, h[1] + LOG_OVERHEAD)
+            prev_last = last
+            next_pos = p + h[1] + LOG_OVERHEAD
+        if next_pos != end:  # the scan stopped on a header that is not a whole batch
+            head = self._file.pread(12, next_pos)
+            length = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else None
+            self._corrupt(
+                next_pos, f"batch length {length} does not fit the {end - next_pos} bytes left "
+                "in the segment"
+            )
+        return None
+
+    def _corrupt(self, position: int, reason: str) -> NoReturn:
+        """Raise CorruptRecordError for the batch at ``position``, logging it the first time
+        this segment meets it (a consumer retrying the same offset must not flood the log)."""
+        message = (
+            f"Found invalid batch in log segment {self._file.path} at byte position "
+            f"{position}: {reason}"
+        )
+        if position not in self._reported_corrupt and len(self._reported_corrupt) < 64:
+            self._reported_corrupt.add(position)
+            log.error("%s; fetches of it answer CORRUPT_MESSAGE", message)
+        raise CorruptRecordError(message)
 
     def read(
         self,
@@ -461,7 +516,7 @@ class LogSegment:
         The records are a file slice; the last batch may be cut short by ``max_size``."""
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self!r}")
-        mapping = self.translate_offset(start_offset)
+        mapping = self.translate_offset(start_offset, strict=True)
         if mapping is None:
             return None
         start = mapping.position

@@ -56,6 +56,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
     D("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger ones close the connection.", _at_least(1), "[1,...]"),
     D("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long."),
+    D("queued.max.request.bytes", "long", 104857600, "Bytes of partly received requests held across all connections; a connection whose request does not fit waits unread (Kafka's default -1 = unbounded; -1 or 0 here too).", _at_least(-1), "[-1,...]"),
+    D("queued.max.response.bytes", "long", 16777216, "Odradek: finished but unsent response bytes per connection above which the connection is not read until they drain.", _at_least(1), "[1,...]"),
+    D("socket.request.receive.timeout.ms", "long", 30000, "Odradek: a connection whose request has not fully arrived this long after its first byte is closed (slowloris); 0 = never.", _at_least(0), "[0,...]"),
     D("request.timeout.ms", "int", 30000, "Upper bound used for internal requests."),
     D("message.max.bytes", "int", 1048588, "Largest record batch (topic config max.message.bytes).", _at_least(0), "[0,...]"),
     D("log.segment.bytes", "int", 1073741824, "Segment size (topic config segment.bytes).", _at_least(14), "[14,...]"),
@@ -195,7 +198,51 @@ def parse_listener(uri: str) -> Listener:
     if m is None:
         raise ConfigError(f"Invalid listener {uri!r}: expected NAME://host:port")
     host = m.group(2).strip("[]")
-    return Listener(m.group(1).upper(), host, int(m.group(3)))
+    port = int(m.group(3))
+    if port > 65535:  # the OS would silently bind port % 65536 (uvloop) or fail later with a traceback
+        raise ConfigError(f"Invalid listener {uri!r}: port {port} is not in [0, 65535]")
+    return Listener(m.group(1).upper(), host, port)
+
+
+# Kafka's default listener.security.protocol.map: a listener named after a protocol speaks it.
+DEFAULT_SECURITY_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+# Keys that only mean something to a KRaft broker or controller.
+KRAFT_ONLY_KEYS = ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+                   "controller.listener.names")
+
+
+def security_protocols(raw_map: Any) -> dict[str, str]:
+    """listener.security.protocol.map (`NAME:PROTOCOL,...`) as a dict, Kafka's default when unset."""
+    if raw_map is None or not str(raw_map).strip():
+        return dict(DEFAULT_SECURITY_PROTOCOL_MAP)
+    result: dict[str, str] = {}
+    for item in str(raw_map).split(","):
+        name, sep, protocol = item.strip().partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ConfigError(
+                f"Invalid value {raw_map!r} for configuration listener.security.protocol.map: "
+                "expected NAME:PROTOCOL,..."
+            )
+        result[name.strip().upper()] = protocol.strip().upper()
+    return result
+
+
+def check_plaintext_only(key: str, listeners: list[Listener], protocols: Mapping[str, str]) -> None:
+    """Refuse a listener that would speak TLS or SASL: until those exist, serving plain text on
+    a port the operator declared SSL or SASL_* would be a silent downgrade."""
+    for lst in listeners:
+        protocol = protocols.get(lst.name)
+        if protocol is None:
+            raise ConfigError(
+                f"Invalid value for configuration {key}: no security protocol defined for listener "
+                f"{lst.name} (name it after its protocol or map it in listener.security.protocol.map)"
+            )
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"Invalid value for configuration {key}: listener {lst} uses security protocol "
+                f"{protocol}, which is not supported yet (no TLS/SASL); Odradek serves PLAINTEXT "
+                "listeners only"
+            )
 
 
 class KafkaConfig:
@@ -206,13 +253,30 @@ class KafkaConfig:
         self.originals = dict(props or {})
         self.unknown: list[str] = []
         values: dict[str, Any] = {}
+        for key in KRAFT_ONLY_KEYS:
+            if key in self.originals:
+                raise ConfigError(
+                    f"Configuration {key} is for KRaft mode, which Odradek does not support: Odradek "
+                    "runs in ZooKeeper mode (a single node with embedded metadata, or zookeeper.connect); "
+                    f"remove {key}"
+                )
         for key, raw in self.originals.items():
+            if key == "node.id":  # KRaft's name for the id; Kafka requires both to agree when both are set
+                continue
             d = CONFIGS.get(key)
             if d is None:
                 if key not in ACCEPTED_UNUSED and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.")):
                     self.unknown.append(key)
                 continue
             values[key] = parse_value(d, raw)
+        if "node.id" in self.originals:
+            node_id = parse_value(ConfigDef("node.id", "int", -1, "", _at_least(0), "[0,...]"),
+                                  self.originals["node.id"])
+            if "broker.id" in values and values["broker.id"] != node_id:
+                raise ConfigError(
+                    f"You must set node.id ({node_id}) to the same value as broker.id ({values['broker.id']})"
+                )
+            values["broker.id"] = node_id
         self.values = {d.key: values.get(d.key, d.default) for d in DEFINITIONS}
         for key in self.unknown:
             if warn is not None:
@@ -223,6 +287,9 @@ class KafkaConfig:
         names = [lst.name for lst in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener name must be unique")
+        protocols = security_protocols(self.originals.get("listener.security.protocol.map"))
+        check_plaintext_only("listeners", self.listeners, protocols)
+        check_plaintext_only("advertised.listeners", self.advertised_listeners, protocols)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -284,6 +351,23 @@ class KafkaConfig:
         return KafkaConfig(props)
 
 
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A server.properties file, refused when it is not one: a binary file (a wrong path, a
+    jar, a core dump) or one that sets nothing would otherwise start a broker on defaults that
+    the operator never chose."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"Configuration file {path} is not a text properties file: {e}") from None
+    if "\x00" in text or any(ord(ch) < 32 and ch not in "\t\n\r\f" for ch in text):
+        raise ConfigError(f"Configuration file {path} is not a text properties file (it holds control bytes)")
+    props = read_properties(text)
+    if not props:
+        raise ConfigError(f"Configuration file {path} sets no properties (it is empty or all comments)")
+    return props
+
+
 def load_config(
     path: Path | None, overrides: Iterable[str] = (), extra: Mapping[str, Any] | None = None,
     warn: Callable[[str], None] | None = None,
@@ -291,7 +375,7 @@ def load_config(
     """server.properties, then `key=value` overrides, then typed CLI flags (later wins)."""
     props: dict[str, Any] = {}
     if path is not None:
-        props.update(read_properties(Path(path).read_text()))
+        props.update(read_properties_file(Path(path)))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
@@ -322,5 +406,6 @@ __all__ = [
     "load_config",
     "parse_listener",
     "read_properties",
+    "read_properties_file",
     "reference_markdown",
 ]

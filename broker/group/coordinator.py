@@ -226,6 +226,7 @@ class GroupCoordinator:
         self.heartbeat_purgatory.start()
         self.rebalance_purgatory.start()
         await self.load()
+        self.server.controller.listeners.append(self.on_metadata_change)
         self.server._spawn(self._expire_periodically())
 
     async def _expire_periodically(self) -> None:
@@ -272,6 +273,40 @@ class GroupCoordinator:
             if self.groups.get(group_id) is group:
                 del self.groups[group_id]
         return tombstones
+
+    def on_metadata_change(self, event: str, topic: Any) -> None:
+        """A deleted topic's partitions leave every group (Kafka's
+        GroupCoordinator.onPartitionsDeleted): kept, a group would resume a re-created topic of
+        the same name at the old offsets and silently skip its records."""
+        if event == "deleted":
+            self.on_partitions_deleted(topic.name)
+
+    def on_partitions_deleted(self, topic: str) -> int:
+        """Drop `topic`'s committed offsets from every group this broker coordinates, at once in
+        memory (OffsetFetch answers without them from now on), and write the tombstones to
+        `__consumer_offsets` in the background so a restart does not bring them back. Groups
+        left Empty without offsets become Dead, as with offset expiry. Returns offsets removed."""
+        removed = 0
+        for group_id, group in list(self.groups.items()):
+            if group.is_(GroupState.DEAD) or not self.is_coordinator_for(group_id):
+                continue
+            gone = [tp for tp in group.offsets if tp[0] == topic]
+            if not gone:
+                continue
+            removed += len(gone)
+            self._store_tombstones(group_id, self._drop_offsets(group, gone))
+        if removed:
+            log.info("removed offsets of a deleted topic", topic=topic, count=removed)
+        return removed
+
+    def _store_tombstones(self, group_id: str, tombstones: list[tuple[bytes, bytes | None]]) -> None:
+        async def store() -> None:
+            error = await self._append(group_id, tombstones)
+            if error:
+                log.warning("failed to write tombstones for a deleted topic's offsets",
+                            group=group_id, error=error)
+
+        self.server._spawn(store())
 
     def fail_pending_requests(self) -> None:
         """Shutdown: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR (Kafka's

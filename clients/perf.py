@@ -193,7 +193,7 @@ def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration:
     pprops, cprops = parse_pairs(producer_props), parse_pairs(consumer_props)
     with perf_errors(), progress_bar(num, f"round trips via {topic}") as update:
         result = run_e2e(bootstrap, topic, rate, num, record_size, acks, pprops, cprops,
-                         timeout_s, update)
+                         timeout_s, update, notice=lambda text: click.echo(text, err=True))
     click.echo(f"latency histogram (ms, {len(result.samples)} samples):")
     for row in render_histogram(histogram(v for _, v in result.samples)):
         click.echo("  " + row)

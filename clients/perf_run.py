@@ -5,9 +5,13 @@
     run_e2e(bootstrap, topic, rate, num_records, ...)             -> E2EResult
 
 All three drive confluent-kafka (librdkafka), so the tool is not the bottleneck of what it
-measures, and speak the wire protocol only (they work against Apache Kafka as well). They never
-create topics: an unknown topic, an unreachable broker or a bad client property raises
-PerfError with a one-line message, which the CLI prints as `Error: ...`.
+measures, and speak the wire protocol only (they work against Apache Kafka as well). A missing
+topic is treated as Kafka's own tools treat it: `run_produce` asks for it in a Metadata request
+that lets the broker auto-create it (kafka-producer-perf-test's producer does that), `run_e2e`
+creates it with one partition and replication factor 1 through CreateTopics (as Kafka's
+EndToEndLatency does, saying so), `run_consume` refuses it. An unknown topic the broker will not
+create, an unreachable broker or a bad client property raises PerfError with a one-line message,
+which the CLI prints as `Error: ...`.
 
 Latencies:
   - produce: librdkafka's own send-to-acknowledgement time of each record (`Message.latency()`),
@@ -80,20 +84,73 @@ def _text(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
-def partitions_of(client: Any, bootstrap: str, topic: str, timeout_s: float,
-                  errors: list[str] | None = None) -> int:
-    """The partition count of `topic` from a Metadata request (all topics, so that asking does
-    not auto-create it); PerfError if no broker answers or the topic does not exist."""
+# What a missing topic makes partitions_of do (see the module docstring).
+REFUSE, AUTO_CREATE, CREATE = "refuse", "auto-create", "create"
+# Kafka's EndToEndLatency creates a missing topic with these.
+E2E_TOPIC_PARTITIONS = 1
+E2E_TOPIC_REPLICATION_FACTOR = 1
+
+
+def _metadata(client: Any, bootstrap: str, timeout_s: float, errors: list[str] | None,
+              topic: str | None = None) -> Any:
     from confluent_kafka import KafkaException
 
     try:
-        md = client.list_topics(timeout=timeout_s)
+        return client.list_topics(topic, timeout=timeout_s)
     except KafkaException as e:
         seen = f" ({errors[-1]})" if errors else ""
         raise PerfError(
             f"cannot reach a broker at {bootstrap} (is it running? set --bootstrap-server or "
             f"${BOOTSTRAP_ENV}){seen}: {_text(e)}") from None
-    meta = md.topics.get(topic)
+
+
+def _create_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
+    """CreateTopics for `topic` as Kafka's EndToEndLatency does (1 partition, replication 1);
+    a topic someone else created meanwhile is fine."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = _client(AdminClient, {"bootstrap.servers": bootstrap, "log_level": 0})
+    futures = admin.create_topics([NewTopic(topic, E2E_TOPIC_PARTITIONS,
+                                            E2E_TOPIC_REPLICATION_FACTOR)],
+                                  request_timeout=timeout_s)
+    try:
+        futures[topic].result(timeout_s)
+    except KafkaException as e:
+        if e.args and getattr(e.args[0], "code", lambda: None)() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        raise PerfError(f"cannot create topic {topic!r}: {_text(e)}") from None
+
+
+def partitions_of(client: Any, bootstrap: str, topic: str, timeout_s: float,
+                  errors: list[str] | None = None, missing: str = REFUSE,
+                  notice: Callable[[str], None] | None = None) -> int:
+    """The partition count of `topic` from a Metadata request for all topics (asking does not
+    auto-create it); PerfError if no broker answers. A missing topic is refused (REFUSE), asked
+    for by name so that a broker with auto.create.topics.enable creates it (AUTO_CREATE, the
+    client must allow auto-creation: librdkafka's producers do), or created through
+    CreateTopics (CREATE, announced through `notice`). Waits, bounded by `timeout_s`, until the
+    new topic's partitions have leaders."""
+    meta = _metadata(client, bootstrap, timeout_s, errors).topics.get(topic)
+    if meta is None and missing == CREATE:
+        if notice is not None:
+            notice(f'Topic "{topic}" does not exist. Will create topic with '
+                   f"{E2E_TOPIC_PARTITIONS} partition(s) and replication factor = "
+                   f"{E2E_TOPIC_REPLICATION_FACTOR}")
+        _create_topic(bootstrap, topic, timeout_s)
+    if meta is None and missing in (AUTO_CREATE, CREATE):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            meta = _metadata(client, bootstrap, timeout_s, errors, topic).topics.get(topic)
+            ready = (meta is not None and meta.error is None and meta.partitions
+                     and all(p.leader >= 0 for p in meta.partitions.values()))
+            if ready or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if meta is not None and meta.error is not None and missing == AUTO_CREATE:
+            raise PerfError(f"topic {topic!r} does not exist and the broker did not create it "
+                            f"({meta.error.str()}; is auto.create.topics.enable false? create it "
+                            f"with `odradek topics create {topic}`)")
     if meta is None:
         raise PerfError(f"topic {topic!r} does not exist (create it with "
                         f"`odradek topics create {topic}`)")
@@ -121,7 +178,7 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int =
         **(props or {}),
     }, errors)
     producer = _client(Producer, conf)
-    partitions_of(producer, bootstrap, topic, timeout_s, errors)
+    partitions_of(producer, bootstrap, topic, timeout_s, errors, missing=AUTO_CREATE)
 
     recorder = LatencyRecorder(sampling_for(num_records))
     record = recorder.record
@@ -255,7 +312,8 @@ PROBE, TIMED = 0, 1
 def run_e2e(bootstrap: str, topic: str, rate: float, num_records: int, record_size: int = 100,
             acks: str = "1", producer_props: Mapping[str, Any] | None = None,
             consumer_props: Mapping[str, Any] | None = None, timeout_s: float = 10.0,
-            progress: Progress | None = None, max_plot_samples: int = 20_000) -> E2EResult:
+            progress: Progress | None = None, max_plot_samples: int = 20_000,
+            notice: Callable[[str], None] | None = None) -> E2EResult:
     """Send `num_records` records at `rate` records/s (linger.ms=0) while a consumer thread reads
     them back from the partitions' current ends; latency = arrival - send time. Records not
     back within `timeout_s` after the last send count as lost."""
@@ -270,7 +328,8 @@ def run_e2e(bootstrap: str, topic: str, rate: float, num_records: int, record_si
     producer = _client(Producer, _config(bootstrap, {
         "acks": acks, "linger.ms": 0, "message.timeout.ms": max(30_000, int(timeout_s * 1000)),
         **(producer_props or {})}, errors))
-    partitions = partitions_of(producer, bootstrap, topic, timeout_s, errors)
+    partitions = partitions_of(producer, bootstrap, topic, timeout_s, errors, missing=CREATE,
+                               notice=notice)
     consumer = _client(Consumer, consumer_config(bootstrap, None, False, {
         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1, **(consumer_props or {})}, errors))
     try:

@@ -150,14 +150,49 @@ def test_unreachable_broker_is_one_clear_line(command: list[str]) -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", [
-    ["produce", "no-such-topic", "-n", "10"],
-    ["consume", "no-such-topic", "-n", "10"],
-    ["e2e", "no-such-topic", "-d", "1"],
-])
-def test_unknown_topic_is_a_clear_error(broker: BrokerProcess, command: list[str]) -> None:
-    r = failed(*command, bootstrap=broker.bootstrap)
+def test_consume_of_an_unknown_topic_is_a_clear_error(broker: BrokerProcess) -> None:
+    r = failed("consume", "no-such-topic", "-n", "10", bootstrap=broker.bootstrap)
     assert "topic 'no-such-topic' does not exist" in r.stderr
+
+
+def topic_partitions(bootstrap: str, name: str) -> int | None:
+    md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(timeout=30)
+    meta = md.topics.get(name)
+    return None if meta is None else len(meta.partitions)
+
+
+def test_produce_lets_the_broker_auto_create_a_missing_topic(broker: BrokerProcess) -> None:
+    """kafka-producer-perf-test's producer asks for the topic in its Metadata requests, so a
+    broker with auto.create.topics.enable (the default) creates it with num.partitions."""
+    assert topic_partitions(broker.bootstrap, "perf-auto-produce") is None
+    out = ok("produce", "perf-auto-produce", "-n", "20", "-s", "10", bootstrap=broker.bootstrap)
+    assert parse_produce_line(out[0])["records"] == 20
+    assert topic_partitions(broker.bootstrap, "perf-auto-produce") == 1
+
+
+def test_e2e_creates_a_missing_topic_as_kafkas_end_to_end_latency(broker: BrokerProcess) -> None:
+    assert topic_partitions(broker.bootstrap, "perf-auto-e2e") is None
+    r = perf("e2e", "perf-auto-e2e", "--rate", "200", "--duration", "0.5", "-s", "32",
+             bootstrap=broker.bootstrap)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert ('Topic "perf-auto-e2e" does not exist. Will create topic with 1 partition(s) and '
+            "replication factor = 1") in r.stderr
+    assert parse_e2e_line(r.stdout.splitlines()[-1])["received"] == 100
+    assert topic_partitions(broker.bootstrap, "perf-auto-e2e") == 1
+
+
+def test_produce_to_a_missing_topic_on_a_broker_that_does_not_auto_create(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", overrides=["auto.create.topics.enable=false"]).start()
+    try:
+        r = perf("produce", "perf-not-created", "-n", "5", "--timeout", "2",
+                 bootstrap=b.bootstrap)
+        assert r.returncode != 0 and r.stderr.startswith("Error: "), (r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert ("topic 'perf-not-created' does not exist and the broker did not create it"
+                in r.stderr), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    finally:
+        b.stop()
 
 
 def test_bad_client_property_and_bootstrap_flag_beats_env(broker: BrokerProcess) -> None:

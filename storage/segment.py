@@ -18,8 +18,12 @@ Invariants:
   int32 (the indexes store 4-byte relative offsets); appends that would break that raise
   LogSegmentOffsetOverflowError.
 * ``size`` is the byte length of the complete batches in the file: appends write at ``size``
-  with ``os.pwrite`` (no Python-side buffering, nothing per record), so a failed write is
-  overwritten by the next one and a trailing partial batch never counts.
+  with ``os.pwrite`` (no Python-side buffering, nothing per record), and a trailing partial
+  batch never counts.
+* An append is all-or-nothing: when the write or an index entry fails (ENOSPC, EIO, EFBIG, a
+  full or inconsistent index), the file is cut back to its previous size, the entries it added
+  are dropped and StorageError (KAFKA_STORAGE_ERROR) is raised, so no bytes of a refused
+  append stay where a retry or a recovery could find them.
 * Every ``index.interval.bytes`` of appended data adds one offset-index entry (last offset of
   the append -> position where the append starts) and maybe one time-index entry (running max
   timestamp -> its offset), exactly as Kafka's ``LogSegment.append``.
@@ -178,8 +182,11 @@ class LogSegment:
             flags |= os.O_EXCL
         fd = os.open(path, flags, 0o644)
         self._file = LogFile(fd, path)
+        # a preallocated file's length while it is active (see _abort_append)
+        self._preallocated_size = 0
         if not file_already_exists and preallocate and init_file_size > 0:
             os.ftruncate(fd, init_file_size)
+            self._preallocated_size = init_file_size
             self._size = 0
         else:
             self._size = os.fstat(fd).st_size
@@ -394,13 +401,13 @@ class LogSegment:
         records: bytes | bytearray | memoryview,
     ) -> None:
         """Write ``records`` (complete, validated batches with offsets assigned) at the end of
-        the .log with os.pwrite, and add index entries every index.interval.bytes."""
+        the .log with os.pwrite, and add index entries every index.interval.bytes. All or
+        nothing: any failure undoes the write (see :meth:`_abort_append`) and raises
+        StorageError."""
         n = len(records) if not isinstance(records, memoryview) else records.nbytes
         if n == 0:
             return
         pos = self._size
-        if pos == 0:
-            self._rolling_ts = largest_timestamp
         rel = largest_offset - self.base_offset
         if rel < 0 or rel > _INT32_MAX:
             raise LogSegmentOffsetOverflowError(
@@ -412,26 +419,77 @@ class LogSegment:
                 f"at {pos}"
             )
         fd = self._file.fd
+        oi = self._offset_index or self.offset_index
+        ti = self._time_index or self.time_index
+        before = (
+            self._max_ts,
+            self._offset_of_max_ts,
+            self._bytes_since_last_index_entry,
+            self._last_append,
+            self._rolling_ts,
+            oi.entries,
+            ti.entries,
+        )
         try:
             written = os.pwrite(fd, records, pos)
             while written < n:
                 written += os.pwrite(fd, memoryview(records)[written:], pos + written)
-        except OSError as e:
+            if pos == 0:
+                self._rolling_ts = largest_timestamp
+            self._size = pos + n
+            self._last_append = (I64.unpack_from(records, BASE_OFFSET)[0], pos)
+            max_ts = self._max_ts
+            if max_ts is None:
+                max_ts = self._read_max_timestamp_and_offset().timestamp
+            if largest_timestamp > max_ts:
+                self._max_ts = max_ts = largest_timestamp
+                self._offset_of_max_ts = offset_of_max_timestamp
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                oi.append(largest_offset, pos)
+                ti.maybe_append(max_ts, self._offset_of_max_ts)
+                self._bytes_since_last_index_entry = n
+            else:
+                self._bytes_since_last_index_entry += n
+        except BaseException as e:
+            self._abort_append(pos, before)
+            if isinstance(e, StorageError) or not isinstance(e, Exception):
+                raise
             raise StorageError(f"Error while appending to {self._file.path}: {e}") from e
-        self._size = pos + n
-        self._last_append = (I64.unpack_from(records, BASE_OFFSET)[0], pos)
-        max_ts = self._max_ts
-        if max_ts is None:
-            max_ts = self._read_max_timestamp_and_offset().timestamp
-        if largest_timestamp > max_ts:
-            self._max_ts = max_ts = largest_timestamp
-            self._offset_of_max_ts = offset_of_max_timestamp
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            (self._offset_index or self.offset_index).append(largest_offset, pos)
-            (self._time_index or self.time_index).maybe_append(max_ts, self._offset_of_max_ts)
-            self._bytes_since_last_index_entry = n
-        else:
-            self._bytes_since_last_index_entry += n
+
+    def _abort_append(self, size: int, before: tuple[object, ...]) -> None:
+        """Undo a failed append (all-or-nothing): cut the .log back to ``size`` bytes -- the
+        write may have put part or all of the batches there -- drop the index entries it added
+        and restore the in-memory state, so the bytes after the last complete batch are never
+        valid-looking leftovers that a retry or a recovery would keep (Kafka leaves this to
+        recovery; a retry must not find them first)."""
+        (
+            self._max_ts,
+            self._offset_of_max_ts,
+            self._bytes_since_last_index_entry,
+            self._last_append,
+            self._rolling_ts,
+            oi_entries,
+            ti_entries,
+        ) = before  # type: ignore[assignment]
+        self._size = size
+        oi, ti = self._offset_index, self._time_index
+        if oi is not None and oi.entries > oi_entries:  # type: ignore[operator]
+            oi._truncate_to_entries(oi_entries)  # type: ignore[arg-type]
+        if ti is not None and ti.entries > ti_entries:  # type: ignore[operator]
+            ti._truncate_to_entries(ti_entries)  # type: ignore[arg-type]
+        try:
+            file_size = os.fstat(self._file.fd).st_size
+            if file_size > size:
+                os.ftruncate(self._file.fd, size)
+                if self._preallocated_size > size:  # keep the preallocation, now zeros
+                    os.ftruncate(self._file.fd, self._preallocated_size)
+        except OSError as e:
+            # the next append overwrites from `size` anyway, and recovery and close cut the
+            # file at the last complete batch; say so rather than hide the first error
+            log.error(
+                "Could not cut %s back to %d bytes after a failed append: %s", self._file.path, size, e
+            )
+        log.warning("Failed append to %s undone: the segment is back to %d bytes", self._file.path, size)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ append that fails leaves the segment exactly as it was (all-or-nothing)."""
 
 from __future__ import annotations
 
+import resource
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
+from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
@@ -46,8 +48,29 @@ def produce(conn: RawConnection, topic: str, values: list[bytes], partition: int
     return p.error_code, p.base_offset
 
 
+def call(conn: RawConnection, api_key: int, version: int, body: Any) -> Any:
+    """RawConnection.call, reading the answer whole however it arrives (MSG_WAITALL does not
+    wait on a socket with a timeout)."""
+    conn.corr += 1
+    conn.sock.sendall(encode_request_frame(api_key, version, conn.corr, conn.client_id, body))
+
+    def recv_exact(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = conn.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    (size,) = struct.unpack(">i", recv_exact(4))
+    corr, resp = decode_response(recv_exact(size), api_key, version)
+    assert corr == conn.corr
+    return resp
+
+
 def fetch(conn: RawConnection, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
-    resp = conn.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+    resp = call(conn, 1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
         session_epoch=-1, topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)])]))
     return resp.responses[0].partitions[0]
@@ -148,3 +171,65 @@ def test_fetch_of_a_corrupt_batch_in_an_old_segment_answers_corrupt_message(
         # later segments are intact and still served
         p = fetch(conn, TOPIC, 150)
         assert p.error_code == 0 and record_values(p.records)[0].startswith(b"v30-0")
+
+
+# -- an append that fails ------------------------------------------------------------------------
+
+FSIZE_LIMIT = 200_000  # bytes any file of the broker may reach (RLIMIT_FSIZE): writes past it fail
+
+
+class FileSizeLimitedBroker(BrokerProcess):
+    """A broker whose files cannot grow past FSIZE_LIMIT: a write that crosses it is cut short
+    and the next one fails with EFBIG (Python ignores SIGXFSZ), a real partial-write failure
+    like a full disk, but only for this process."""
+
+    def _spawn(self, cmd: list[str], ready_marker: str, timeout: float, **popen: Any) -> None:
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, FSIZE_LIMIT))
+
+        super()._spawn(cmd, ready_marker, timeout, preexec_fn=limit, **popen)
+
+
+def test_a_failed_append_leaves_the_segment_as_it_was(data_dir: Path, started: list[BrokerProcess]) -> None:
+    """Appends until the .log cannot grow (a write cut short, then EFBIG): the produce gets
+    KAFKA_STORAGE_ERROR and, when it is answered, the .log holds exactly the acknowledged
+    batches -- no partial batch after them. A smaller batch that still fits is then appended
+    right after them with the next offsets, and after a kill -9 every acknowledged record is
+    read back once. Before: the partial batch stayed in the file after the failure."""
+    overrides = ["auto.create.topics.enable=false", "log.index.size.max.bytes=65536",
+                 "log.segment.bytes=1048576"]
+    b = FileSizeLimitedBroker(data_dir, overrides=overrides).start()
+    started.append(b)
+    seg = data_dir / f"{TOPIC}-0" / "00000000000000000000.log"
+    acked: list[bytes] = []
+    with RawConnection(b.port) as conn:
+        assert create_topic(conn, TOPIC) == 0
+        err = 0
+        for i in range(FSIZE_LIMIT // 10_000 + 5):
+            values = [b"big%d-%d|" % (i, j) + b"x" * 1000 for j in range(10)]
+            err, base = produce(conn, TOPIC, values)
+            if err:
+                break
+            assert base == len(acked)
+            acked += values
+        assert err == ErrorCode.KAFKA_STORAGE_ERROR
+        on_disk = seg.read_bytes()
+        assert sum(size for _pos, size in iter_batches(on_disk)) == len(on_disk)  # no partial batch
+        assert record_values(on_disk) == acked
+        assert FSIZE_LIMIT - len(on_disk) > 200
+        err, base = produce(conn, TOPIC, [b"small"])
+        assert (err, base) == (0, len(acked))
+        acked.append(b"small")
+        assert record_values(seg.read_bytes()) == acked
+    b.kill()
+    b2 = BrokerProcess(data_dir, port=b.port, overrides=overrides).start()
+    started.append(b2)
+    with RawConnection(b2.port) as conn:
+        got: list[bytes] = []
+        for _ in range(len(acked)):  # bounded: at least one record per fetch
+            p = fetch(conn, TOPIC, len(got))
+            assert p.error_code == 0
+            got += record_values(p.records)
+            if len(got) >= len(acked) or not p.records:
+                break
+        assert got == acked

@@ -78,24 +78,31 @@ def groups() -> None:
     """
 
 
+# `--state` given without a value: every group, with its state (kafka-consumer-groups.sh
+# --list --state).
+ANY_STATE = "\0any"
+
+
 @groups.command("list")
 @bootstrap_option
-@click.option("--state", "states", multiple=True,
-              help="Only groups in this state (Stable, Empty, PreparingRebalance, ...); "
-                   "also prints each group's state.")
+@click.option("--state", "states", multiple=True, is_flag=False, flag_value=ANY_STATE,
+              help="Print each group's state; with a value, only groups in that state "
+                   "(Stable, Empty, PreparingRebalance, ...).")
 def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...]) -> None:
     """Print every consumer group's name (with --state: name and state).
 
     \b
     Examples:
       odradek groups list
+      odradek groups list --state
       odradek groups list --state Stable --state Empty
     """
-    wanted = split_names(states)
+    with_state = bool(states)
+    wanted = split_names(s for s in states if s != ANY_STATE)
     with admin_client(bootstrap, timeout_s) as admin:
         found = admin.list_groups(states_filter=wanted or None)
     found.sort(key=lambda g: g["group_id"])
-    if not wanted:
+    if not with_state:
         for g in found:
             click.echo(g["group_id"])
         return
@@ -105,14 +112,32 @@ def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...]) -> None:
     console().print(t)
 
 
+def all_groups_option(f: Any) -> Any:
+    return click.option("--all-groups", is_flag=True,
+                        help="Every consumer group instead of NAMES.")(f)
+
+
+def _chosen_groups(admin: Any, names: tuple[str, ...], all_groups: bool) -> list[str]:
+    """NAMES, or with --all-groups every group ListGroups reports (kafka-consumer-groups.sh's
+    --all-groups); exactly one of the two."""
+    wanted = split_names(names)
+    if bool(wanted) == all_groups:
+        raise click.UsageError("give group names or --all-groups")
+    if not all_groups:
+        return wanted
+    return sorted(g["group_id"] for g in admin.list_groups())
+
+
 @groups.command()
 @bootstrap_option
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
+@all_groups_option
 @click.option("--members", "view", flag_value="members", help="One row per member.")
 @click.option("--state", "view", flag_value="state", help="The group's state and coordinator.")
 @click.option("--offsets", "view", flag_value="offsets", default=True,
               help="Per-partition offsets and lag (the default).")
-def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], view: str) -> None:
+def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool,
+             view: str) -> None:
     """Show a group's partitions with current offset, log end offset and lag.
 
     \b
@@ -120,12 +145,13 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], view: str
       odradek groups describe my-app
       odradek groups describe my-app --members
       odradek groups describe my-app --state
+      odradek groups describe --all-groups
     """
     from kafka import TopicPartition
 
     out = console()
     with admin_client(bootstrap, timeout_s) as admin:
-        for group in split_names(names):
+        for group in _chosen_groups(admin, names, all_groups):
             info = _describe(admin, group)
             if view == "state":
                 coordinator = admin._manager.run(admin._find_coordinator_id, group)
@@ -166,16 +192,21 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], view: str
 
 @groups.command()
 @bootstrap_option
-@click.argument("names", nargs=-1, required=True)
-def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...]) -> None:
+@click.argument("names", nargs=-1)
+@all_groups_option
+def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool) -> None:
     """Delete consumer groups (they must have no active members) and their offsets.
 
     \b
-    Example:
+    Examples:
       odradek groups delete my-app old-app
+      odradek groups delete --all-groups
     """
-    wanted = split_names(names)
     with admin_client(bootstrap, timeout_s) as admin:
+        wanted = _chosen_groups(admin, names, all_groups)
+        if not wanted:
+            click.echo("There are no consumer groups to delete.")
+            return
         results = admin.delete_groups(wanted)
     failed = {g: r for g, r in results.items() if r != "OK"}
     ok = [g for g in wanted if results.get(g) == "OK"]
@@ -186,6 +217,40 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...]) -> None:
         raise click.ClickException("; ".join(f"group '{g}': {named_error(r)}"
                                              for g, r in failed.items()))
 
+
+
+@groups.command("delete-offsets")
+@bootstrap_option
+@click.argument("group")
+@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,P]",
+              help="Topic whose committed offsets to delete, optionally only some partitions "
+                   "(repeatable).")
+def delete_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[str, ...]) -> None:
+    """Delete GROUP's committed offsets of some topics or partitions (OffsetDelete), as
+    kafka-consumer-groups.sh --delete-offsets. A group still subscribed to a topic keeps its
+    offsets (GROUP_SUBSCRIBED_TO_TOPIC); an Empty group left without offsets is removed.
+
+    \b
+    Examples:
+      odradek groups delete-offsets my-app --topic clicks
+      odradek groups delete-offsets my-app --topic clicks:0,1 --topic views
+    """
+    with admin_client(bootstrap, timeout_s) as admin:
+        _describe(admin, group)  # a group that does not exist is one clear line
+        tps = _partitions_of(admin, topics)
+        results = admin.delete_group_offsets(group, tps)  # a group-level error raises
+    ordered = sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+    failed = [(tp, err.message) for tp, err in ordered if getattr(err, "errno", 0)]
+    if len(failed) < len(ordered):
+        click.echo(f"Request succeed for deleting offsets from group {group}.")
+    t = table("TOPIC", "PARTITION", "STATUS")
+    for tp, err in ordered:
+        t.add_row(tp.topic, str(tp.partition),
+                  f"Error: {err.message}" if getattr(err, "errno", 0) else "Successful")
+    console().print(t)
+    if failed:
+        raise click.ClickException("offsets were not deleted for " + ", ".join(
+            f"{tp.topic}-{tp.partition}: {named_error(name)}" for tp, name in failed))
 
 
 def parse_datetime(text: str) -> int:

@@ -6,6 +6,8 @@ partition with Leader, Replicas and Isr), so scripts and habits written for Kafk
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import Any
 
 import click
@@ -61,6 +63,15 @@ def _topic_configs(admin: Any, names: list[str]) -> dict[str, dict[str, str]]:
             for name, cfg in described.get("topic", {}).items()}
 
 
+def kafka_uuid(value: Any) -> str:
+    """A topic id as Kafka prints it (Uuid.toString: URL-safe base64 of the 16 bytes, no
+    padding), so ids can be compared with kafka-topics.sh output and partition.metadata."""
+    if value is None:
+        return "null"
+    raw = value.bytes if isinstance(value, uuid.UUID) else uuid.UUID(str(value)).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 @topics.command()
 @bootstrap_option
 @click.argument("names", nargs=-1)
@@ -88,7 +99,8 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_i
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
         rf = len(parts[0]["replica_nodes"]) if parts else 0
         cfg = ",".join(f"{k}={v}" for k, v in configs.get(t["name"], {}).items())
-        click.echo(f"Topic: {t['name']}\tTopicId: {t.get('topic_id')}\tPartitionCount: {len(parts)}"
+        click.echo(f"Topic: {t['name']}\tTopicId: {kafka_uuid(t.get('topic_id'))}"
+                   f"\tPartitionCount: {len(parts)}"
                    f"\tReplicationFactor: {rf}\tConfigs: {cfg}")
         for p in parts:
             leader = "none" if p["leader_id"] == NO_LEADER else p["leader_id"]

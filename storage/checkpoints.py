@@ -731,13 +731,31 @@ def write_meta_properties(
     atomic_write(path, encode_java_properties(meta.to_properties(), now=now), sync=sync)
 
 
+# the keys Kafka (any version) and Odradek write into meta.properties
+_META_PROPERTIES_KEYS = frozenset({"version", "broker.id", "node.id", "cluster.id", "directory.id"})
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
 def read_meta_properties(path: str | os.PathLike[str]) -> MetaProperties:
     """Read ``meta.properties``. FileNotFoundError when absent; CheckpointFormatError when the
     contents are not a valid meta.properties. Decoded as ISO-8859-1, as Kafka's
-    ``Properties.load(InputStream)`` does."""
+    ``Properties.load(InputStream)`` does.
+
+    Stricter than Kafka, so that a garbled file is detected rather than read as an empty v0
+    (issue #12): control characters, a key neither Kafka nor Odradek writes (a flipped byte
+    in ``broker.id``), or no property at all are refused too."""
     data = Path(path).read_bytes()
     try:
-        return MetaProperties.from_properties(decode_java_properties(data.decode("latin-1")))
+        bad = _CONTROL_BYTES.search(data)
+        if bad is not None:
+            raise ValueError(f"control character {bad.group()!r} at byte {bad.start()}")
+        props = decode_java_properties(data.decode("latin-1"))
+        if not props:
+            raise ValueError("no properties in it")
+        unknown = sorted(set(props) - _META_PROPERTIES_KEYS)
+        if unknown:
+            raise ValueError(f"unknown keys {unknown}")
+        return MetaProperties.from_properties(props)
     except ValueError as e:
         raise CheckpointFormatError(f"Invalid meta.properties file [{path}]: {e}") from None
 

@@ -32,11 +32,17 @@ OffsetsForLeaderEpoch semantics (:meth:`end_offset_for`), per Kafka:
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry, LeaderEpochCheckpointFile
+from storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    CheckpointFormatError,
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+)
 
 __all__ = [
     "UNDEFINED_EPOCH",
@@ -44,6 +50,8 @@ __all__ = [
     "EpochEntry",
     "LeaderEpochFileCache",
 ]
+
+log = logging.getLogger("odradek.storage.leader_epoch")
 
 UNDEFINED_EPOCH = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH
 UNDEFINED_EPOCH_OFFSET = -1  # OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH_OFFSET
@@ -96,8 +104,17 @@ class LeaderEpochFileCache:
         self.topic_partition = topic_partition
         self.sync = sync
         self._entries: list[EpochEntry] = []
-        for entry in checkpoint.read():
-            self._assign(entry)
+        # True when the checkpoint could not be read: the log loader rebuilds the entries from
+        # the batch headers (issue #12; Kafka takes the log dir offline instead)
+        self.needs_rebuild = False
+        try:
+            entries = checkpoint.read()
+            for entry in entries:
+                self._assign(entry)
+        except (CheckpointFormatError, ValueError) as e:
+            log.warning("Ignoring an unreadable leader-epoch-checkpoint of %s: %s", topic_partition, e)
+            self._entries.clear()
+            self.needs_rebuild = True
 
     @classmethod
     def for_partition_dir(

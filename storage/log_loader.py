@@ -32,6 +32,7 @@ Log, under its lock, after a truncation); blocking file I/O throughout.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import random
@@ -41,8 +42,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from protocol.records import NO_PRODUCER_ID, iter_batches, read_header
+from storage.checkpoints import EpochEntry
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.log_integrity import (
+    offset_index_problem,
+    scan_batch_headers,
+    tail_problem,
+    time_index_problem,
+)
 from storage.producer_state import ProducerBatch, ProducerStateManager, producer_batches
 from storage.segment import (
     CLEANED_FILE_SUFFIX,
@@ -146,8 +154,14 @@ def load_log(
                     )
                     seg.recover(config.max_message_bytes, leader_epoch_cache)
 
+        first_unflushed = len(segments) if clean_shutdown else _first_unflushed(segments, recovery_point)
+        for i, seg in enumerate(segments[:first_unflushed]):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            _check_segment(seg, upper, config, leader_epoch_cache)
         if not clean_shutdown:
-            _recover_unflushed(name, segments, to_delete, recovery_point, config, leader_epoch_cache)
+            _recover_unflushed(name, segments, recovery_point, config, leader_epoch_cache)
+        if leader_epoch_cache is not None and leader_epoch_cache.needs_rebuild:
+            _rebuild_leader_epochs(name, segments, leader_epoch_cache)
 
         log_end: int | None = None
         if segments:
@@ -282,24 +296,92 @@ def _complete_swaps(
             os.replace(path, path.with_name(path.name[: -len(SWAP_FILE_SUFFIX)]))
 
 
-def _recover_unflushed(
-    name: str,
-    segments: list[LogSegment],
-    to_delete: list[LogSegment],
-    recovery_point: int,
-    config: LogConfig,
-    leader_epoch_cache: LeaderEpochFileCache | None,
-) -> None:
-    """Recover the segments from the one holding ``recovery_point`` on; at the first segment
-    that loses bytes, remove all later ones."""
+def _first_unflushed(segments: list[LogSegment], recovery_point: int) -> int:
+    """Index of the segment holding ``recovery_point`` (the first one recovery validates)."""
     first = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
             first = i
-    unflushed = segments[first:]
+    return first
+
+
+def _check_segment(
+    seg: LogSegment,
+    upper: int | None,
+    config: LogConfig,
+    leader_epoch_cache: LeaderEpochFileCache | None,
+) -> None:
+    """The check every start makes of a segment that recovery does not validate anyway: its
+    indexes (and, for the active segment -- ``upper`` None --, the bytes from its last index
+    entry to its end) must be what the broker wrote (storage.log_integrity). When they are
+    not, the segment is recovered: indexes rebuilt, a tail that is not whole valid batches
+    truncated, both logged with the file and the position."""
+    problem = _segment_problem(seg, upper)
+    if problem is None:
+        return
+    log.warning(
+        "Found a corrupt index or log tail in segment %s: %s; recovering the segment and "
+        "rebuilding its index files",
+        seg.log_path,
+        problem,
+    )
+    seg.recover(config.max_message_bytes, leader_epoch_cache)
+
+
+def _segment_problem(seg: LogSegment, upper: int | None) -> str | None:
+    base = seg.base_offset
+    fd = os.open(seg.log_path, os.O_RDONLY)
+    try:
+
+        def pread(size: int, position: int) -> bytes:
+            return os.pread(fd, size, position)
+
+        file_size = os.fstat(fd).st_size
+        index = seg.offset_index_path.read_bytes()
+        problem = offset_index_problem(index, base, file_size, pread)
+        if problem is not None:
+            return f"offset index {seg.offset_index_path.name}: {problem}"
+        if upper is None:  # the active segment: whole valid batches from the last entry on
+            start, entry_offset = 0, None
+            if len(index) >= 8:
+                rel = int.from_bytes(index[-8:-4], "big", signed=True)
+                start, entry_offset = int.from_bytes(index[-4:], "big", signed=True), base + rel
+            problem, next_offset = tail_problem(pread, start, file_size, base, entry_offset)
+            if problem is not None:
+                return f"log {seg.log_path.name}: {problem}"
+            upper = next_offset if next_offset >= 0 else base
+        elif file_size != seg.size:
+            return f"log {seg.log_path.name}: size changed while loading"
+        try:
+            times = seg.time_index_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        problem = time_index_problem(times, base, upper, file_size, index, pread)
+        if problem is not None:
+            return f"time index {seg.time_index_path.name}: {problem}"
+        return None
+    finally:
+        os.close(fd)
+
+
+def _recover_unflushed(
+    name: str,
+    segments: list[LogSegment],
+    recovery_point: int,
+    config: LogConfig,
+    leader_epoch_cache: LeaderEpochFileCache | None,
+) -> None:
+    """Recover the segments from the one holding ``recovery_point`` on (Kafka's
+    ``LogLoader.recoverLog``). A segment that loses bytes and is followed by later segments is
+    cut at its first invalid batch and logged loudly, but the later segments are kept, each
+    recovered in turn: their batches are intact and their offsets stay valid (Kafka deletes
+    them; a torn write can only be at the very end of what was written, so bytes lost in the
+    middle are damage to that segment alone)."""
+    unflushed = segments[_first_unflushed(segments, recovery_point) :]
     total = len(unflushed)
     for i, seg in enumerate(unflushed):
         log.info("Recovering unflushed segment %d of %s (%d/%d).", seg.base_offset, name, i, total)
+        size_before = seg.size
         try:
             truncated = seg.recover(config.max_message_bytes, leader_epoch_cache)
         except (ValueError, OSError, StorageError) as e:
@@ -311,19 +393,53 @@ def _recover_unflushed(
                 seg.base_offset,
             )
             truncated = seg.truncate_to(seg.base_offset)
-        if truncated > 0:
-            rest = unflushed[i + 1 :]
+        if truncated > 0 and i + 1 < total:
+            log.error(
+                "Corruption found in segment %s of %s below its last segment: cut at byte %d of "
+                "%d (%d bytes dropped, offsets %d to %d lost); the %d later segments are intact "
+                "and kept",
+                seg.log_path,
+                name,
+                seg.size,
+                size_before,
+                truncated,
+                seg.read_next_offset(),
+                unflushed[i + 1].base_offset - 1,
+                total - i - 1,
+            )
+        elif truncated > 0:
             log.warning(
-                "Corruption found in segment %d of %s, truncating to offset %d%s",
+                "Corruption found in segment %d of %s, truncating to offset %d",
                 seg.base_offset,
                 name,
                 seg.read_next_offset(),
-                f"; deleting the {len(rest)} segments after it" if rest else "",
             )
-            for later in rest:
-                segments.remove(later)
-            _rename_deleted(rest, to_delete)
-            break
+
+
+def _rebuild_leader_epochs(
+    name: str, segments: list[LogSegment], leader_epoch_cache: LeaderEpochFileCache
+) -> None:
+    """Rebuild an unreadable leader-epoch-checkpoint from the partition leader epochs of the
+    batch headers (what recovery does for the batches it validates), and write it back."""
+    entries: list[EpochEntry] = []
+    for seg in segments:
+        fd = os.open(seg.log_path, os.O_RDONLY)
+        try:
+            for _pos, h in scan_batch_headers(functools.partial(os.pread, fd), 0, seg.size):
+                epoch = h[2]
+                if epoch >= 0 and (not entries or epoch > entries[-1].epoch):
+                    entries.append(EpochEntry(epoch, h[0]))
+        finally:
+            os.close(fd)
+    leader_epoch_cache.clear()
+    leader_epoch_cache.assign_all(entries)
+    leader_epoch_cache.needs_rebuild = False
+    log.warning(
+        "Rebuilt the leader-epoch-checkpoint of %s from the log: %d epochs %s",
+        name,
+        len(entries),
+        [tuple(e) for e in entries],
+    )
 
 
 def _rename_deleted(segs: list[LogSegment], to_delete: list[LogSegment]) -> None:

@@ -104,6 +104,18 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return m.group(1), int(m.group(2))
 
 
+def _read_checkpoint(d: Path, name: str, fallback: str) -> dict[TopicPartition, int] | None:
+    """A log-dir checkpoint, or None when it cannot be read: logged with what loading does
+    instead (``fallback``), as Kafka's ``LogManager.loadLogs`` resets an unreadable recovery
+    point or log start offset checkpoint rather than refusing to start."""
+    path = d / name
+    try:
+        return OffsetCheckpointFile(path).read()
+    except (OSError, ValueError) as e:
+        log.warning("Error occurred while reading %s (%s): %s", path, e, fallback)
+        return None
+
+
 class LogManager:
     def __init__(
         self,
@@ -177,12 +189,23 @@ class LogManager:
 
     def _load_dir(self, d: Path) -> None:
         marker = d / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        marker_found = marker.exists()
+        clean = marker_found
+        recovery_points = _read_checkpoint(
+            d, RECOVERY_POINT_CHECKPOINT_FILE, "recovering every log of the dir from offset 0"
+        )
+        if recovery_points is None:
+            clean, recovery_points = False, {}
         self.had_clean_shutdown[d] = clean
-        recovery_points = OffsetCheckpointFile(d / RECOVERY_POINT_CHECKPOINT_FILE).read()
-        start_offsets = OffsetCheckpointFile(d / LOG_START_OFFSET_CHECKPOINT_FILE).read()
-        high_watermarks = OffsetCheckpointFile(d / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
-        cleaner_offsets = OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE).read()
+        start_offsets = _read_checkpoint(
+            d, LOG_START_OFFSET_CHECKPOINT_FILE, "each log starts at its first segment's base offset"
+        ) or {}
+        high_watermarks = _read_checkpoint(
+            d, REPLICATION_OFFSET_CHECKPOINT_FILE, "high watermarks start at the log start offsets"
+        ) or {}
+        cleaner_offsets = _read_checkpoint(
+            d, CLEANER_OFFSET_CHECKPOINT_FILE, "no cleaner offsets are kept"
+        ) or {}
         entries = sorted(p for p in d.iterdir() if p.is_dir())
         todo = []
         for p in entries:
@@ -218,7 +241,7 @@ class LogManager:
                 tenth = i * 10 // len(todo)
                 log.info("Loaded %d/%d logs in %s (%.1f%%)", i, len(todo), d, 100.0 * i / len(todo))
                 last_report = now
-        if clean:
+        if marker_found:
             marker.unlink()  # a crash from here on must be detected at the next start
         log.info("Loaded %d logs in %s in %.0f ms", len(todo), d, (time.monotonic() - started) * 1000)
 

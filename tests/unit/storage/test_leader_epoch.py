@@ -394,11 +394,17 @@ def test_loading_a_non_monotonic_checkpoint_keeps_only_a_monotonic_history(tmp_p
     assert path.read_bytes() == b"0\n3\n1 10\n2 5\n3 20\n"  # loading does not write
 
 
-def test_loading_a_malformed_checkpoint_fails(tmp_path):
+def test_loading_a_malformed_checkpoint_asks_for_a_rebuild(tmp_path, caplog):
+    # issue #12: the log loader rebuilds the entries from the batch headers (test_log_load_integrity)
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_bytes(b"0\n1\nnope\n")
+    cache = LeaderEpochFileCache(path)
+    assert cache.needs_rebuild and cache.epoch_entries() == []
+    assert "Malformed line" in caplog.text
+    assert path.read_bytes() == b"0\n1\nnope\n"  # loading does not write
     with pytest.raises(CheckpointFormatError, match="Malformed line"):
-        LeaderEpochFileCache(path)
+        LeaderEpochCheckpointFile(path).read()
+    assert not LeaderEpochFileCache(tmp_path / "other").needs_rebuild
 
 
 @settings(deadline=None)

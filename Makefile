@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[test,spark]'
+	$(PY) -m pip install -q -e '.[test,spark,plot]'
 	bash scripts/install-system-deps
 	touch $@
 

@@ -18,6 +18,7 @@ from clients.topics import topics
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="odradek", prog_name="odradek")
 def main() -> None:
     """Odradek: a Kafka-wire-compatible message broker, and tools for any Kafka cluster.
 

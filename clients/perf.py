@@ -189,6 +189,8 @@ def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration:
     """
     from clients.perf_run import run_e2e
 
+    if plot is not None:
+        require_matplotlib()
     num = max(1, round(rate * duration))
     pprops, cprops = parse_pairs(producer_props), parse_pairs(consumer_props)
     with perf_errors(), progress_bar(num, f"round trips via {topic}") as update:
@@ -204,6 +206,14 @@ def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration:
     if result.lost:
         raise click.ClickException(
             f"{result.lost} of {result.sent} records did not come back within {timeout_s:g}s")
+
+
+def require_matplotlib() -> None:
+    """matplotlib is the optional `[plot]` extra: say so before measuring, not after."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.ClickException("--plot needs matplotlib: pip install 'odradek[plot]'") from None
 
 
 def plot_e2e(result: E2EResult, path: Path, title: str) -> None:

@@ -56,7 +56,7 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     \b
     Examples:
       odradek serve --listeners PLAINTEXT://localhost:9092 --log-dirs ./data
-      odradek serve --config server.properties --override num.partitions=6
+      odradek serve --config config/server.properties --override num.partitions=6
     """
     from broker.config import ConfigError, load_config
     from broker.logging_setup import configure_logging

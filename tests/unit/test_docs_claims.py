@@ -1,0 +1,51 @@
+"""The README and docs/ describe what exists. Two checks that can fail:
+
+* every `odradek COMMAND [SUBCOMMAND]` they show is a command the CLI has;
+* a sentence that mentions a feature not built yet (compaction, a multi-node or docker-compose
+  cluster, ZooKeeper mode) says so (not / no / yet / until / ...), instead of describing it as
+  working.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from clients.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+NOT_BUILT = re.compile(r"compact(ed|ion)\b|cleanup\.policy=compact|docker[- ]compose|multi-node|"
+                       r"zookeeper (cluster|mode)|odradek cluster", re.I)
+SAYS_SO = re.compile(r"\b(not|no|yet|until|without|once|later|will|isn't|doesn't|nothing)\b|"
+                     r"ZooKeeper-mode Kafka|Kafka's", re.I)
+
+
+def sentences(text: str) -> list[str]:
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)  # examples are checked by the next test
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n\s*\n|\n[*|-] ", text) if s.strip()]
+
+
+def test_features_not_built_yet_are_not_described_as_working() -> None:
+    wrong = []
+    for doc in DOCS:
+        for s in sentences(doc.read_text()):
+            if NOT_BUILT.search(s) and not SAYS_SO.search(s):
+                wrong.append(f"{doc.relative_to(REPO)}: {' '.join(s.split())[:200]}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_odradek_command_the_docs_show_exists() -> None:
+    unknown = []
+    for doc in DOCS:
+        # commands as typed: in code spans and blocks, after a prompt or a path
+        for first, second in re.findall(r"(?:[`$/] ?|^)odradek ([a-z][a-z0-9-]*)(?: ([a-z][a-z0-9-]*))?",
+                                        doc.read_text(), flags=re.M):
+            command = main.commands.get(first)
+            if command is None:
+                unknown.append(f"{doc.relative_to(REPO)}: odradek {first}")
+            elif isinstance(command, click.Group) and second and second not in command.commands:
+                unknown.append(f"{doc.relative_to(REPO)}: odradek {first} {second}")
+    assert not unknown, unknown

@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test lint bench generate check-generated clean venv deps test-deps java-deps
+.PHONY: run test fault lint bench generate check-generated clean venv deps test-deps java-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ run: $(VENV)/.installed
 
 test: test-deps
 	$(PY) -m pytest -q
+
+# the full fault-injection trial counts (make test runs a fast subset of tests/fault)
+fault: test-deps
+	ODRADEK_FAULT_FULL=1 $(PY) -m pytest -q tests/fault
 
 lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check .

@@ -379,7 +379,8 @@ def test_produce_to_unreachable_broker_fails(tmp_path: Path) -> None:
 COMMANDS = [
     "", "serve", "dump-log",
     "topics", "topics list", "topics describe", "topics create", "topics alter", "topics delete",
-    "groups", "groups list", "groups describe", "groups delete", "groups reset-offsets",
+    "groups", "groups list", "groups describe", "groups delete", "groups delete-offsets",
+    "groups reset-offsets",
     "configs", "configs describe", "configs alter",
     "produce", "consume",
     "perf", "perf produce", "perf consume", "perf e2e",

@@ -65,7 +65,8 @@ def test_examples_parse(path: str, line: str, tmp_path: Path,
     segments.mkdir(parents=True)
     for name in ("00000000000000000000.log", "00000000000000000000.index"):
         (segments / name).touch()
-    for name in ("server.properties", "clicks.txt"):
+    (tmp_path / "config").mkdir()
+    for name in ("server.properties", "config/server.properties", "clicks.txt"):
         (tmp_path / name).touch()
     assert f"odradek {path}".rstrip() in line
     parse(line)  # raises click's UsageError / BadParameter for a stale example

@@ -237,3 +237,36 @@ def test_corrupt_leader_epoch_checkpoint_is_rebuilt_from_the_log(
     finally:
         log.close()
     assert LeaderEpochFileCache(d / "leader-epoch-checkpoint").epoch_entries() == expected
+
+
+def test_replaying_producer_state_over_a_corrupt_batch_does_not_stop_loading(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch damaged below the recovery point (not re-validated) with no producer snapshot
+    to start from: the replay of the producer state meets it and the log still loads."""
+    from protocol.records import Record, build_batch
+
+    d = tmp_path / "t-0"
+    size = len(client_batch(3))
+    cfg = CFG.overrides(segment_bytes=4 * size)
+    log = Log.open(d, cfg, now=Clock())
+    for i in range(16):
+        recs = [Record(0, j, j, None, b"v%d-%d" % (i, j), []) for j in range(3)]
+        batch = build_batch(recs, base_timestamp=T0 + i, producer_id=7, producer_epoch=0, base_sequence=3 * i)
+        log.append_as_leader(bytearray(batch), 1)
+    leo = log.log_end_offset
+    log.flush(leo)
+    crash(log)
+    for p in d.glob("*.snapshot"):
+        p.unlink()
+    seg1 = d / "00000000000000000012.log"
+    data = bytearray(seg1.read_bytes())
+    data[size + 8 : size + 12] = b"\x7f\xff\xff\xf0"  # the second batch's length: unreadable
+    seg1.write_bytes(data)
+    caplog.set_level(logging.INFO, logger="odradek.storage")
+    log = Log.open(d, cfg, now=Clock(), recovery_point=leo)
+    try:
+        assert log.log_end_offset == leo
+        assert log.append_as_leader(client_batch(1), 1).first_offset == leo
+    finally:
+        log.close()

@@ -8,6 +8,9 @@ import sys
 
 import structlog
 
+# The level names `--log-level` accepts (stdlib logging's, which structlog filters by).
+LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
 
 def configure_logging(level: str = "INFO") -> None:
     shared = [

@@ -114,6 +114,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_defaults = server.config.topic_defaults()
         self.fetch_sessions = FetchSessionCache()
+        # partitions whose last append failed with a storage error (full disk): warned once each
+        self._storage_failed: set[TopicPartition] = set()
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
 
@@ -214,6 +216,9 @@ class ReplicaManager:
                     log_start_offset=p.log.log_start_offset,
                 )
                 required[tp] = info.last_offset + 1
+                if self._storage_failed and tp in self._storage_failed:
+                    self._storage_failed.discard(tp)
+                    log.info("appends succeed again after storage errors", topic=tp[0], partition=tp[1])
                 self.fetch_purgatory.check_and_complete(tp)
                 flush_at = p.log.flush_due(now_ms)
                 if flush_at is not None:
@@ -223,6 +228,11 @@ class ReplicaManager:
                 # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
                 lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
                 results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message)
+                if e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed:
+                    # once per partition, not per request: a full disk fails every produce
+                    self._storage_failed.add(tp)
+                    log.warning("storage error on append: answering KAFKA_STORAGE_ERROR until an append "
+                                "succeeds (not logged again)", topic=tp[0], partition=tp[1], error=e.message)
         if due:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))

@@ -1,12 +1,20 @@
 """Broker lifecycle: startup, serve, graceful shutdown (uvicorn's `Server.serve()` shape).
 
-Startup loads the log dirs (recovering after an unclean shutdown), opens the metadata store (the
-embedded single-node controller unless `zookeeper.connect` is set), adopts as topics the partition
-logs the store does not know (dirs copied from an Apache Kafka broker), creates the ReplicaManager,
-then the GroupCoordinator (which reloads groups and offsets from `__consumer_offsets`), and only
-then opens the listeners, so no client sees a half-loaded broker. Shutdown runs in the
-reverse order: stop accepting, let in-flight requests finish (bounded), close connections, then
-flush and checkpoint every log and write the clean-shutdown marker.
+Startup binds the listeners first, without accepting yet: a busy port must fail the start before
+anything in the log dirs is touched (loading a log dir consumes its clean-shutdown marker, so a
+start that failed after loading would make the next one recover as after a crash). Then it loads
+the log dirs (recovering after an unclean shutdown), opens the metadata store (the embedded
+single-node controller unless `zookeeper.connect` is set), adopts as topics the partition logs the
+store does not know (dirs copied from an Apache Kafka broker), creates the ReplicaManager, then the
+GroupCoordinator (which reloads groups and offsets from `__consumer_offsets`), and only then
+starts accepting, so no client sees a half-loaded broker. A start that cannot succeed (busy port,
+unusable or locked log dir, node id mismatch) raises `StartupError`: `run()` logs it as one line
+and returns exit code 1.
+
+Shutdown runs in the reverse order: stop accepting, let in-flight requests finish (bounded), close
+connections, await the listeners' closing, then flush and checkpoint every log and write the
+clean-shutdown marker. A second SIGTERM/SIGINT during shutdown kills the process at once (the
+default action is restored after the first), so an operator can always get out of a stuck drain.
 """
 
 from __future__ import annotations
@@ -27,11 +35,15 @@ from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import kafka_uuid_str
-from storage.log_manager import LogManager, LogsOnDisk
+from storage.log_manager import LogDirError, LogManager, LogsOnDisk
 
 log = structlog.get_logger("odradek.server")
 
 DRAIN_SECONDS = 10.0
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message names the problem, for a one-line log and exit 1."""
 
 
 class BrokerServer:
@@ -57,11 +69,14 @@ class BrokerServer:
         load_all()
         cfg = self.config
         if cfg["zookeeper.connect"]:
-            raise SystemExit("zookeeper.connect is set, but the ZooKeeper-backed controller is not available yet")
+            raise StartupError("zookeeper.connect is set, but the ZooKeeper-backed controller is not available yet")
         adv = cfg.advertised_listeners[0]
         host = adv.host or socket.getfqdn()
         loop = asyncio.get_running_loop()
-        self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
+        try:
+            self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
+        except (LogDirError, OSError) as e:
+            raise StartupError(str(e)) from e
         self.controller = EmbeddedController(
             cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
@@ -74,21 +89,46 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()  # loads __consumer_offsets before clients connect
 
-    async def startup(self) -> None:
-        await self.start_components()
-        cfg = self.config
+    async def bind_listeners(self) -> None:
+        """Bind every listener without accepting (connections are refused until
+        `start_serving`); a failure closes the ones already bound and raises StartupError."""
         loop = asyncio.get_running_loop()
         from broker.network import KafkaConnection
 
-        for listener in cfg.listeners:
-            server = await loop.create_server(
-                lambda listener=listener: KafkaConnection(self, listener),
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                backlog=512,
-            )
+        for listener in self.config.listeners:
+            try:
+                server = await loop.create_server(
+                    lambda listener=listener: KafkaConnection(self, listener),
+                    host=listener.host or None,
+                    port=listener.port,
+                    reuse_address=True,
+                    backlog=512,
+                    start_serving=False,
+                )
+            except OSError as e:  # Kafka's words: "Socket server failed to bind to host:port: reason."
+                await self._close_listeners()
+                raise StartupError(
+                    f"Socket server failed to bind to {listener.host or '0.0.0.0'}:{listener.port} "
+                    f"(listener {listener}): {e.strerror or e}"
+                ) from e
             self.servers.append(server)
+
+    async def _close_listeners(self) -> None:
+        for server in self.servers:
+            server.close()
+        for server in self.servers:
+            await server.wait_closed()
+
+    async def startup(self) -> None:
+        await self.bind_listeners()
+        try:
+            await self.start_components()
+        except BaseException:
+            await self._close_listeners()
+            raise
+        cfg = self.config
+        for listener, server in zip(cfg.listeners, self.servers, strict=True):
+            await server.start_serving()
             for sock in server.sockets:
                 log.info("listening", listener=listener.name, address=str(sock.getsockname()))
         self._spawn(self._reap_idle_connections())
@@ -154,6 +194,9 @@ class BrokerServer:
                 await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), DRAIN_SECONDS)
         for conn in list(self.connections):
             conn.close()
+        with contextlib.suppress(asyncio.TimeoutError):  # wait_closed waits for the connections too
+            await asyncio.wait_for(self._close_listeners(), DRAIN_SECONDS)
+        log.info("listeners closed")
         for task in list(self.tasks):
             task.cancel()
         if self.tasks:
@@ -163,7 +206,10 @@ class BrokerServer:
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()
         if self.log_manager is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+            clean = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+            if not clean:  # e.g. a full disk: LogManager logged each step it could not do
+                log.warning("shut down, but not cleanly: the next start recovers the logs")
+                return
         log.info("shut down cleanly")
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -209,15 +255,30 @@ def _install_loop() -> None:
 
 
 def run(config: KafkaConfig) -> int:
-    """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
+    """Run a broker until SIGTERM/SIGINT; returns the process exit code (1, after one log line,
+    when it cannot start)."""
     _install_loop()
 
     async def main() -> None:
         server = BrokerServer(config)
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            """First signal: graceful shutdown. The default action comes back for both signals,
+            so a second one ends the process even if the loop is stuck."""
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(s)
+                signal.signal(s, signal.SIG_DFL)
+            log.info("signal received: shutting down; a second SIGTERM/SIGINT forces exit", signal=sig.name)
+            server.should_exit.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, server.should_exit.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         await server.serve()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except StartupError as e:
+        log.critical("fatal error during broker startup, exiting", error=str(e))
+        return 1
     return 0

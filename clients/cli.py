@@ -59,9 +59,11 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
       odradek serve --config config/server.properties --override num.partitions=6
     """
     from broker.config import ConfigError, load_config
-    from broker.logging_setup import configure_logging
+    from broker.logging_setup import LEVELS, configure_logging
     from broker.server import run
 
+    if log_level.upper() not in LEVELS:  # before anything else: a typo must not start a broker
+        raise click.ClickException(f"Invalid log level {log_level!r}: expected one of {', '.join(LEVELS)}")
     configure_logging(log_level)
     import structlog
 

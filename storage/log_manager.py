@@ -116,6 +116,11 @@ def _read_checkpoint(d: Path, name: str, fallback: str) -> dict[TopicPartition, 
         return None
 
 
+class LogDirError(RuntimeError):
+    """A log dir cannot be used (cannot be created, locked, or belongs to another node): the
+    broker must not start. The message names the dir; the server logs it as one line."""
+
+
 class LogManager:
     def __init__(
         self,
@@ -132,6 +137,8 @@ class LogManager:
         self.log_dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # dirs this start found without meta.properties and without any log: nothing to recover
+        self._new_dirs: set[Path] = set()
         # cluster.id of the first meta.properties naming one (Kafka writes it; a log dir taken
         # over from Kafka keeps its cluster id through this)
         self.stored_cluster_id: str | None = None
@@ -154,43 +161,62 @@ class LogManager:
         return manager
 
     def startup(self) -> None:
+        """Create, lock and check every log dir before writing anything to any of them (a dir
+        that cannot be used fails the start with LogDirError and leaves the others as they
+        were), then write the missing meta.properties files, then load."""
+        missing_meta: list[Path] = []
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise LogDirError(f"Cannot create log dir {d}: {e.strerror or e}") from e
             self._lock(d)
-            self._check_meta_properties(d)
+            if not self._check_meta_properties(d):
+                missing_meta.append(d)
+        for d in missing_meta:
+            if not any(p.is_dir() for p in d.iterdir()):
+                self._new_dirs.add(d)
+            try:
+                write_meta_properties(d / META_PROPERTIES_FILE, MetaProperties(version=0, node_id=self.broker_id))
+            except OSError as e:
+                raise LogDirError(f"Cannot write {d / META_PROPERTIES_FILE}: {e.strerror or e}") from e
         for d in self.log_dirs:
             self._load_dir(d)
 
     def _lock(self, d: Path) -> None:
-        fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise LogDirError(f"Cannot lock log dir {d}: {e.strerror or e}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise RuntimeError(
+            raise LogDirError(
                 f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process "
                 "or thread is using this directory."
             ) from None
         self._locks.append(fd)
 
-    def _check_meta_properties(self, d: Path) -> None:
+    def _check_meta_properties(self, d: Path) -> bool:
+        """Check d's meta.properties against this broker (read only); False when there is none."""
         path = d / META_PROPERTIES_FILE
-        if path.exists():
-            meta = read_meta_properties(path)
-            if self.stored_cluster_id is None:
-                self.stored_cluster_id = meta.cluster_id
-            if meta.node_id is not None and meta.node_id != self.broker_id:
-                raise RuntimeError(
-                    f"Stored node id {meta.node_id} doesn't match previous node id {self.broker_id} in "
-                    f"{path}. If you moved your data, make sure your configured node id matches."
-                )
-        else:
-            write_meta_properties(path, MetaProperties(version=0, node_id=self.broker_id))
+        if not path.exists():
+            return False
+        meta = read_meta_properties(path)
+        if self.stored_cluster_id is None:
+            self.stored_cluster_id = meta.cluster_id
+        if meta.node_id is not None and meta.node_id != self.broker_id:
+            raise LogDirError(
+                f"Stored node id {meta.node_id} doesn't match previous node id {self.broker_id} in "
+                f"{path}. If you moved your data, make sure your configured node id matches."
+            )
+        return True
 
     def _load_dir(self, d: Path) -> None:
         marker = d / CLEAN_SHUTDOWN_FILE
         marker_found = marker.exists()
-        clean = marker_found
+        clean = marker_found or d in self._new_dirs  # a new dir has nothing to recover
         recovery_points = _read_checkpoint(
             d, RECOVERY_POINT_CHECKPOINT_FILE, "recovering every log of the dir from offset 0"
         )
@@ -221,7 +247,8 @@ class LogManager:
         last_report = started
         tenth = 0  # progress is reported at every tenth of the logs, and at least every second
         log.info(
-            "Loading %d logs in %s (%s)", len(todo), d, "clean shutdown" if clean else "UNCLEAN shutdown: recovering"
+            "Loading %d logs in %s (%s)", len(todo), d,
+            "new log dir" if d in self._new_dirs else "clean shutdown" if clean else "UNCLEAN shutdown: recovering",
         )
         for i, (tp, path) in enumerate(todo, 1):
             self.logs[tp] = Log.open(
@@ -410,26 +437,53 @@ class LogManager:
 
     # -- shutdown -------------------------------------------------------------------------------------
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> bool:
         """Flush and close every log (closing snapshots its producer state at the log end
-        offset), write the checkpoints and the clean-shutdown marker."""
-        self.flush_partition_metadata()
-        for _, lg in self:
-            lg.flush()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
-        self.checkpoint_cleaner_offsets()
-        for _, lg in self:
-            lg.close()
-        for d in self.log_dirs:
-            (d / CLEAN_SHUTDOWN_FILE).touch()
-            fd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        offset), write the checkpoints and the clean-shutdown marker. Returns whether all of it
+        was done. On a full or failing disk every step is still tried and each failing step is
+        logged once, but the clean-shutdown marker is not written: the next start then recovers
+        from the recovery points instead of trusting files this shutdown could not write."""
+        failed: list[str] = []
+
+        def attempt(what: str, steps: Iterable[tuple[str, Callable[[], Any]]]) -> None:
+            errors = []
+            for name, step in steps:
+                try:
+                    step()
+                except Exception as e:  # logged once per step; shutdown goes on with the rest
+                    errors.append(f"{name}: {e}")
+            if errors:
+                failed.append(what)
+                log.error("Shutdown: could not %s (%d failed; first: %s)", what, len(errors), errors[0])
+
+        logs = list(self)
+        attempt("write partition.metadata files", [("partition.metadata", self.flush_partition_metadata)])
+        attempt("flush logs", [(f"{tp[0]}-{tp[1]}", lg.flush) for tp, lg in logs])
+        attempt("write checkpoints", [
+            (RECOVERY_POINT_CHECKPOINT_FILE, self.checkpoint_recovery_points),
+            (LOG_START_OFFSET_CHECKPOINT_FILE, self.checkpoint_log_start_offsets),
+            (REPLICATION_OFFSET_CHECKPOINT_FILE, self.checkpoint_high_watermarks),
+            (CLEANER_OFFSET_CHECKPOINT_FILE, self.checkpoint_cleaner_offsets),
+        ])
+        attempt("close logs", [(f"{tp[0]}-{tp[1]}", lg.close) for tp, lg in logs])
+        if not failed:
+            attempt("write the clean-shutdown markers", [(str(d), lambda d=d: _write_marker(d)) for d in self.log_dirs])
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+        if failed:
+            log.error("Shutdown incomplete (%s): no clean-shutdown marker written, the next start recovers",
+                      "; ".join(failed))
+            return False
         log.info("Shutdown complete: %d logs flushed and closed", len(self.logs))
+        return True
+
+
+def _write_marker(d: Path) -> None:
+    """The clean-shutdown marker, made durable with the dir's entry."""
+    (d / CLEAN_SHUTDOWN_FILE).touch()
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,308 @@
+"""The `odradek serve` lifecycle (issue #12, §3): a start that cannot succeed says why in one
+line, exits 1 and leaves the log dirs as they were; a shutdown does what it can, even on a full
+disk, and a second signal forces it.
+
+Full-disk and read-only-dir cases run the broker in its own user + mount namespace
+(`unshare -rm`) over a small tmpfs mounted on its log dir: the mount dies with the process, so
+nothing is left mounted whatever happens to the test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.framing import encode_request_frame
+from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
+from protocol.messages import fetch_request as fr
+from protocol.messages import metadata_request as mr
+from protocol.messages import produce_request as pr
+from protocol.records import Record, build_batch
+from tests.broker_process import REPO, BrokerProcess, free_port
+from tests.raw_client import RawConnection
+
+SERVE = [sys.executable, "-m", "clients.cli", "serve"]
+
+
+def serve(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`odradek serve ARGS` expected to exit on its own (a refused start)."""
+    return subprocess.run([*SERVE, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def assert_refused(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit 1, no traceback, and exactly one error line, which names the problem."""
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines()
+              if line.startswith("Error:") or "level='critical'" in line or "level='error'" in line]
+    assert len(errors) == 1, proc.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def dir_state(d: Path) -> dict[str, bytes]:
+    """Every file under d with its bytes (the clean-shutdown marker included)."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def stopped_dir(tmp_path: Path) -> Path:
+    """A log dir left by a clean stop of broker 0, with one topic."""
+    b = BrokerProcess(tmp_path / "data", overrides=["num.partitions=1", "offsets.topic.num.partitions=1"]).start()
+    try:
+        with RawConnection(b.port) as c:
+            c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
+    finally:
+        assert b.stop() == 0
+    assert (b.log_dir / ".kafka_cleanshutdown").exists()
+    return b.log_dir
+
+
+class NamespacedBroker(BrokerProcess):
+    """A broker whose log dir is a fresh tmpfs of `size` (or read-only with `read_only`), in a
+    private mount namespace. `unshare` execs (no fork), so signals reach the broker itself."""
+
+    def __init__(self, log_dir: Path, size: str = "4m", read_only: bool = False, **kw: object) -> None:
+        super().__init__(log_dir, **kw)  # type: ignore[arg-type]
+        self.options = f"size={size}" + (",ro" if read_only else "")
+
+    def command(self) -> list[str]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        cmd = ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o {self.options} tmpfs "$0" && exec "$@"',
+               str(self.log_dir), *SERVE, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+               "--log-dirs", str(self.log_dir)]
+        for o in self.overrides:
+            cmd += ["--override", o]
+        return cmd
+
+    def start(self, timeout: float = 30.0) -> NamespacedBroker:
+        self._spawn(self.command(), "event='broker started'", timeout, cwd=REPO,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return self
+
+
+@pytest.fixture(scope="module")
+def can_unshare() -> None:
+    """The namespaced tests need `unshare -rm` and tmpfs mounts; missing, they fail loudly."""
+    assert shutil.which("unshare"), "unshare (util-linux) is required by the full-disk tests"
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+                           capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0, f"user+mount namespaces are required by the full-disk tests: {probe.stderr}"
+
+
+# -- (a) refused starts ---------------------------------------------------------------------------
+
+
+def test_busy_port_one_line_exit_1_and_log_dir_untouched(stopped_dir: Path) -> None:
+    before = dir_state(stopped_dir)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = serve("--listeners", f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(stopped_dir))
+    assert_refused(proc, str(port), "bind")
+    assert dir_state(stopped_dir) == before  # the clean-shutdown marker included
+    b = BrokerProcess(stopped_dir).start()
+    try:
+        assert "(clean shutdown)" in b.log_text() and "UNCLEAN" not in b.log_text()
+    finally:
+        assert b.stop() == 0
+
+
+def test_locked_log_dir_one_line_exit_1(stopped_dir: Path) -> None:
+    b = BrokerProcess(stopped_dir).start()
+    try:
+        proc = serve("--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}", "--log-dirs", str(stopped_dir))
+        assert_refused(proc, str(stopped_dir), "lock")
+        with RawConnection(b.port) as c:  # the running broker is unharmed
+            assert c.call(3, 12, MetadataRequest(topics=None)).topics
+    finally:
+        assert b.stop() == 0
+    again = BrokerProcess(stopped_dir).start()  # the refused start did not spoil the next one
+    try:
+        assert "UNCLEAN" not in again.log_text()
+    finally:
+        assert again.stop() == 0
+
+
+def test_node_id_mismatch_one_line_exit_1_and_log_dir_untouched(stopped_dir: Path) -> None:
+    before = dir_state(stopped_dir)
+    proc = serve("--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}", "--log-dirs", str(stopped_dir),
+                 "--broker-id", "5")
+    assert_refused(proc, "meta.properties", "5")
+    assert dir_state(stopped_dir) == before
+
+
+def test_log_dir_under_a_regular_file_one_line_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a dir")
+    proc = serve("--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}", "--log-dirs", str(tmp_path / "file" / "data"))
+    assert_refused(proc, str(tmp_path / "file" / "data"))
+
+
+def test_read_only_log_dir_one_line_exit_1(tmp_path: Path, can_unshare: None) -> None:
+    b = NamespacedBroker(tmp_path / "data", read_only=True)
+    proc = subprocess.run(b.command(), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert_refused(proc, str(b.log_dir), "Read-only")
+
+
+def test_second_log_dir_locked_writes_nothing_to_the_first(tmp_path: Path) -> None:
+    """Every dir is locked and checked before anything is written to any of them."""
+    locked = BrokerProcess(tmp_path / "locked").start()
+    try:
+        fresh = tmp_path / "fresh"
+        proc = serve("--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}",
+                     "--log-dirs", f"{fresh},{locked.log_dir}")
+        assert_refused(proc, "lock")
+        assert not (fresh / "meta.properties").exists()
+        assert sorted(p.name for p in fresh.iterdir()) in ([], [".lock"])
+    finally:
+        assert locked.stop() == 0
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--log-level", "LOUD"], ["LOUD", "log level"]),
+    (["--listeners", "PLAINTEXT://127.0.0.1:99999"], ["99999"]),
+    (["--listeners", "SSL://127.0.0.1:9093"], ["SSL", "PLAINTEXT"]),
+    (["--listeners", "SASL_PLAINTEXT://127.0.0.1:9093"], ["SASL_PLAINTEXT"]),
+    (["--override", "process.roles=broker,controller"], ["process.roles", "ZooKeeper mode"]),
+    (["--override", "controller.quorum.voters=1@localhost:9093"], ["controller.quorum.voters", "ZooKeeper mode"]),
+    (["--override", "node.id=1", "--broker-id", "2"], ["node.id", "broker.id"]),
+], ids=["log-level", "port-99999", "ssl", "sasl", "process.roles", "quorum.voters", "node.id-mismatch"])
+def test_bad_settings_refused_before_the_log_dir_exists(tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    d = tmp_path / "data"
+    proc = serve("--log-dirs", str(d), *(args if "--listeners" in args else
+                                          ["--listeners", f"PLAINTEXT://127.0.0.1:{free_port()}", *args]))
+    assert_refused(proc, *needles)
+    assert not d.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"# nothing set\n", bytes(range(256)) * 8])
+def test_empty_or_binary_config_file_refused(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "server.properties"
+    f.write_bytes(content)
+    proc = serve("--config", str(f), "--log-dirs", str(tmp_path / "data"))
+    assert_refused(proc, str(f))
+    assert not (tmp_path / "data").exists()
+
+
+def test_new_empty_log_dir_is_not_an_unclean_shutdown(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        assert "UNCLEAN" not in b.log_text()
+        assert "new log dir" in b.log_text()
+    finally:
+        assert b.stop() == 0
+
+
+def test_node_id_is_accepted_as_broker_id(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", overrides=["node.id=3"]).start()
+    try:
+        line = b.wait_for_line("event='broker started'", timeout=5)
+        assert "broker_id=3" in line
+        assert "node.id" not in "".join(x for x in b.lines if "Unknown configuration" in x)
+    finally:
+        assert b.stop() == 0
+    assert "broker.id=3" in (b.log_dir / "meta.properties").read_text()  # v0 (ZooKeeper mode) names it so
+
+
+# -- (b) shutdown -----------------------------------------------------------------------------------
+
+
+def produce(c: RawConnection, topic: str, partitions: list[int], value: bytes) -> dict[int, int]:
+    batch = build_batch([Record(0, 0, 0, b"k", value, [])], base_timestamp=1)
+    r = c.call(0, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pr.TopicProduceData(
+        name=topic, partition_data=[pr.PartitionProduceData(index=p, records=batch) for p in partitions])]))
+    return {p.index: p.error_code for t in r.responses for p in t.partition_responses}
+
+
+def test_full_disk_storage_error_warned_once_per_partition_and_sigterm_exits_0(
+    tmp_path: Path, can_unshare: None,
+) -> None:
+    b = NamespacedBroker(tmp_path / "data", size="3m",
+                         overrides=["num.partitions=2", "offsets.topic.num.partitions=1"]).start()
+    try:
+        with RawConnection(b.port) as c:
+            c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
+            full_at = None
+            for i in range(200):  # 3 MiB / (2 x 60 KB) is well under 200 rounds
+                codes = produce(c, "t", [0, 1], os.urandom(60_000))
+                if codes == {0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.KAFKA_STORAGE_ERROR}:
+                    full_at = i
+                    break
+                assert set(codes.values()) <= {0, ErrorCode.KAFKA_STORAGE_ERROR}, codes
+            assert full_at is not None, "the 3 MiB tmpfs never filled up"
+            mark = len(b.lines)
+            for _ in range(20):  # many more failing requests: still one warning per partition
+                assert produce(c, "t", [0, 1], os.urandom(60_000)) == {
+                    0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.KAFKA_STORAGE_ERROR}
+            # nothing more is warned per request (the segment's own "append undone" note, from
+            # the all-or-nothing append, is excluded here: see the issue #12 report)
+            repeated = [line for line in b.lines[mark:] if "level='warning'" in line or "level='error'" in line]
+            assert [line for line in repeated if "append to" not in line or "undone" not in line] == [], repeated
+        warnings = [line for line in b.lines if "level='warning'" in line and "storage error" in line]
+        assert sorted("partition=0" in w for w in warnings) == [False, True], warnings
+        assert all("topic='t'" in w for w in warnings), warnings
+        t0 = time.monotonic()
+        assert b.stop() == 0, b.log_text()[-3000:]
+        assert time.monotonic() - t0 < 15
+        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+        assert "shut down" in b.lines[-1], b.lines[-5:]
+    finally:
+        b.kill()
+
+
+def park_a_fetch(b: BrokerProcess) -> socket.socket:
+    """A connection whose long-poll fetch holds a graceful shutdown in its drain phase."""
+    with RawConnection(b.port) as c:
+        c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="idle")], allow_auto_topic_creation=True))
+    s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+    s.sendall(encode_request_frame(1, 12, 1, "parked", FetchRequest(
+        replica_id=-1, max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+        topics=[fr.FetchTopic(topic="idle", partitions=[
+            fr.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])))
+    return s
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_second_signal_forces_exit(tmp_path: Path, sig: signal.Signals) -> None:
+    b = BrokerProcess(tmp_path / "data").start()
+    s = park_a_fetch(b)
+    try:
+        assert b.proc is not None
+        mark = len(b.lines)
+        b.proc.send_signal(sig)
+        b.wait_for_line("shutting down", timeout=10, after=mark)
+        t0 = time.monotonic()
+        b.proc.send_signal(sig)
+        rc = b.proc.wait(timeout=8)  # the drain alone would take 10 s
+        assert time.monotonic() - t0 < 5
+        assert rc == -sig
+        assert "shut down cleanly" not in b.log_text()
+    finally:
+        s.close()
+        b.kill()
+
+
+def test_shutdown_closes_connections_and_awaits_listeners_closed(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        with socket.create_connection(("127.0.0.1", b.port), timeout=30) as s:
+            assert b.proc is not None
+            b.proc.send_signal(signal.SIGTERM)
+            assert s.recv(1) == b""  # closed by the broker before it exits
+            assert b.proc.wait(timeout=30) == 0
+        events = [m.group(1) for line in b.lines if (m := re.search(r"event='([^']*)'", line))]
+        assert events.index("listeners closed") < events.index("shut down cleanly")
+    finally:
+        b.kill()

@@ -92,6 +92,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", _at_least(1), "[1,...]"),
     D("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of a new group."),
     D("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
+    D("max.request.partitions", "int", 10000, "Odradek: most partitions one CreateTopics or CreatePartitions request may create (Kafka's controller has this bound fixed at 10000); more: POLICY_VIOLATION for every topic of the request.", _at_least(1), "[1,...]"),
+    D("max.broker.partitions", "int", 100000, "Most partitions this broker may host (KIP-578's name); creating more answers POLICY_VIOLATION. Creation is also refused when the new partitions' files would leave fewer than 1024 of the open-files limit free.", _at_least(1), "[1,...]"),
     D("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     D("group.max.size", "int", 2147483647, "Most members a consumer group may have.", _at_least(1), "[1,...]"),
     D("producer.id.expiration.ms", "int", 86400000, "Idle producer ids are forgotten after this long."),

@@ -31,6 +31,7 @@ import structlog
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig
 from broker.group import GroupCoordinator
+from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
 from protocol.errors import KafkaProtocolError
@@ -258,6 +259,8 @@ def run(config: KafkaConfig) -> int:
     """Run a broker until SIGTERM/SIGINT; returns the process exit code (1, after one log line,
     when it cannot start)."""
     _install_loop()
+    was, soft, hard = raise_open_files_limit()  # every segment keeps files open, as Kafka's
+    log.info("open files limit (ulimit -n)", soft=soft, raised_from=was if was != soft else None, hard=hard)
 
     async def main() -> None:
         server = BrokerServer(config)

@@ -36,13 +36,13 @@ event loop). :meth:`flush` may run in an executor thread; the segment serialises
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from storage.mapped_file import FileMap, map_file
 from storage.txn_index import CorruptIndexError
 
 __all__ = [
@@ -92,6 +92,7 @@ class _MappedIndex:
     __slots__ = (
         "_closed",
         "_length",
+        "_map",
         "_mm",
         "base_offset",
         "entries",
@@ -104,7 +105,8 @@ class _MappedIndex:
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self._mm: mmap.mmap | None = None
+        self._map: FileMap | None = None  # owns the mapping (storage.mapped_file: no fd kept)
+        self._mm: memoryview | None = None  # its bytes; dropped before the map is closed
         self._closed = False
         es = self.ENTRY_SIZE
         try:
@@ -127,7 +129,8 @@ class _MappedIndex:
             self._length = length
             self.max_entries = length // es
             if length:
-                self._mm = mmap.mmap(fd, length)
+                self._map = map_file(fd, length)
+                self._mm = self._map.view
         except BaseException:
             if created:
                 self.path.unlink(missing_ok=True)
@@ -169,14 +172,13 @@ class _MappedIndex:
         rounded = (max(0, new_size) // es) * es
         if rounded == self._length:
             return False
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        self._unmap()
         fd = os.open(self.path, os.O_RDWR)
         try:
             os.ftruncate(fd, rounded)
             if rounded:
-                self._mm = mmap.mmap(fd, rounded)
+                self._map = map_file(fd, rounded)
+                self._mm = self._map.view
         finally:
             os.close(fd)
         self._length = rounded
@@ -206,9 +208,9 @@ class _MappedIndex:
 
     def flush(self) -> None:
         """Write dirty pages of the map to disk."""
-        mm = self._mm
-        if mm is not None:
-            mm.flush()
+        mapped = self._map
+        if mapped is not None:
+            mapped.flush()
 
     def close(self) -> None:
         """Trim to the used entries and unmap; idempotent."""
@@ -219,9 +221,13 @@ class _MappedIndex:
     def close_handler(self) -> None:
         """Unmap without touching the file; idempotent."""
         self._closed = True
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        self._unmap()
+
+    def _unmap(self) -> None:
+        self._mm = None
+        mapped, self._map = self._map, None
+        if mapped is not None:
+            mapped.close()
 
     @property
     def closed(self) -> bool:

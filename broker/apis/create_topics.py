@@ -7,15 +7,25 @@ created; `validate_only` checks everything and creates nothing (the answer carri
 topic id nonetheless, as Kafka's). v5+ answers the resulting
 partition count, replication factor and configs; v7 the topic id. A name given more than once
 in one request gets one INVALID_REQUEST answer and nothing is created for it, as Kafka does.
+More than `max.request.partitions` new partitions in one request (Kafka: a fixed 10,000) is
+answered POLICY_VIOLATION for every topic; so is a topic that would take this broker past
+`max.broker.partitions` or too close to its open-files limit (broker.partition_limits).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+from typing import Any
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.partition_limits import (
+    FILES_PER_PARTITION,
+    check_broker_partitions,
+    check_request_partitions,
+    open_files,
+)
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.create_topics_response import CreatableTopicConfigs, CreatableTopicResult
@@ -29,11 +39,16 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     cfg = server.config
     counts = Counter(t.name for t in req.topics)
     results = []
+    too_many = _request_limit_error(req, cfg)
+    hosted = len(server.replica_manager.partitions)
+    files = open_files()  # once: each topic created below adds what it opens
     for t in req.topics:
         if counts[t.name] > 1 and any(r.name == t.name for r in results):
             continue  # the response is keyed by name: one answer per duplicated name
         result = CreatableTopicResult(name=t.name, error_code=0, error_message=None)
         try:
+            if too_many is not None:
+                raise too_many
             if counts[t.name] > 1:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {t.name} in request.")
             configs = {c.name: c.value for c in t.configs}
@@ -63,6 +78,9 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
                     num_partitions = cfg["num.partitions"]
                 if rf == -1:
                     rf = cfg["default.replication.factor"]
+            check_broker_partitions(
+                hosted, len(assignments) if assignments else num_partitions, cfg["max.broker.partitions"], files
+            )
             if req.validate_only:
                 if assignments:
                     num_partitions, rf = len(assignments), len(next(iter(assignments.values())))
@@ -73,6 +91,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
                 topic = controller.create_topic(t.name, num_partitions, rf, configs, assignments)
                 result.topic_id = topic.topic_id
                 num_partitions = len(topic.partitions)
+                hosted += num_partitions
+                files += num_partitions * FILES_PER_PARTITION
                 rf = len(topic.partitions[0].replicas)
             result.num_partitions = num_partitions
             result.replication_factor = rf
@@ -89,3 +109,18 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
             result.replication_factor = -1
         results.append(result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _request_limit_error(req: CreateTopicsRequest, cfg: Any) -> KafkaProtocolError | None:
+    """Kafka's per-request bound, checked before anything else and answered for every topic."""
+    try:
+        check_request_partitions(
+            (
+                len(t.assignments) if t.assignments else cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+                for t in req.topics
+            ),
+            cfg["max.request.partitions"],
+        )
+    except KafkaProtocolError as e:
+        return e
+    return None

@@ -1,0 +1,111 @@
+"""MappedFile: a shared, writable memory map of a file that holds no file descriptor.
+
+Why: the offset and time indexes of every active segment are memory-mapped (Kafka's
+``AbstractIndex``). Python's ``mmap.mmap`` keeps a ``dup()`` of the file descriptor for as long
+as the map lives (until Python 3.13's ``trackfd=False``), so each partition held three
+descriptors -- its ``.log`` plus one per index map -- and a broker hit ``ulimit -n`` at a third
+of the partitions Kafka hosts under the same limit. A map made with the C library's ``mmap(2)``
+needs no descriptor once made (POSIX), exactly as Java's ``MappedByteBuffer`` in Kafka.
+
+:attr:`MappedFile.view` is a writable ``memoryview`` over the mapped bytes for ``struct``
+``pack_into``/``unpack_from`` and slicing. Invariant: the view must not be used after
+:meth:`close` (the memory is unmapped; unlike ``mmap.mmap`` there is no exporter to refuse it),
+so owners drop their reference to the view before closing -- storage.index does.
+
+Who may call: the owning index, under the same rules as its ``mmap`` (storage.index).
+Linux/POSIX only; elsewhere :func:`map_file` falls back to ``mmap.mmap``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from typing import Any
+
+__all__ = ["FileMap", "MappedFile", "map_file"]
+
+_PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+_PyBUF_WRITE = 0x200
+
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _mmap = _libc.mmap
+    _mmap.restype = ctypes.c_void_p
+    _mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    _munmap = _libc.munmap
+    _munmap.restype = ctypes.c_int
+    _munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    _msync = _libc.msync
+    _msync.restype = ctypes.c_int
+    _msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _from_memory = ctypes.pythonapi.PyMemoryView_FromMemory
+    _from_memory.restype = ctypes.py_object
+    _from_memory.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+    _AVAILABLE = os.name == "posix"
+except (AttributeError, OSError):  # pragma: no cover - no C library to call
+    _AVAILABLE = False
+
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4  # Linux's value; msync(2)
+
+
+class MappedFile:
+    """``length`` bytes of a file mapped shared and writable (see the module docstring)."""
+
+    __slots__ = ("_addr", "length", "view")
+
+    def __init__(self, fd: int, length: int) -> None:
+        if length <= 0:
+            raise ValueError(f"cannot map {length} bytes")
+        addr = _mmap(None, length, _PROT_READ_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mmap of {length} bytes failed: {os.strerror(err)}")
+        self._addr: int | None = addr
+        self.length = length
+        self.view: memoryview = _from_memory(addr, length, _PyBUF_WRITE)
+
+    def flush(self) -> None:
+        """msync the map (what ``mmap.flush`` does); blocking, may run in an executor."""
+        if self._addr is not None and _msync(self._addr, self.length, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"msync failed: {os.strerror(err)}")
+
+    def close(self) -> None:
+        """Unmap (idempotent). The view must no longer be used."""
+        addr, self._addr = self._addr, None
+        if addr is not None:
+            self.view = memoryview(b"")
+            _munmap(addr, self.length)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _PyMapped:
+    """The ``mmap.mmap`` fallback with MappedFile's interface (keeps a descriptor)."""
+
+    __slots__ = ("_mm", "length", "view")
+
+    def __init__(self, fd: int, length: int) -> None:
+        self._mm: Any = mmap.mmap(fd, length)
+        self.length = length
+        self.view = memoryview(self._mm)
+
+    def flush(self) -> None:
+        self._mm.flush()
+
+    def close(self) -> None:
+        self.view.release()
+        self._mm.close()
+
+
+FileMap = MappedFile | _PyMapped
+
+
+def map_file(fd: int, length: int) -> FileMap:
+    """Map ``length`` bytes of ``fd`` shared and writable; ``fd`` may be closed right after."""
+    if _AVAILABLE:
+        return MappedFile(fd, length)
+    return _PyMapped(fd, length)

@@ -299,7 +299,8 @@ def plan_reset(strategy: str, value: Any, current: dict[tuple[str, int], int],
 
 @groups.command("reset-offsets")
 @bootstrap_option
-@click.argument("group")
+@click.argument("names", nargs=-1, metavar="[GROUP]...")
+@all_groups_option
 @click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P]",
               help="Topic to reset, optionally only some partitions (repeatable).")
 @click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
@@ -311,19 +312,20 @@ def plan_reset(strategy: str, value: Any, current: dict[tuple[str, int], int],
 @click.option("--to-datetime", help="First offset at or after YYYY-MM-DDTHH:mm:SS[.sss][zone].")
 @click.option("--dry-run/--execute", default=True, show_default=True,
               help="Preview (default) or commit the new offsets.")
-def reset_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[str, ...],
-                  all_topics: bool, strategy: str | None, to_offset: int | None,
-                  shift_by: int | None, to_datetime: str | None, dry_run: bool) -> None:
-    """Move GROUP's committed offsets. Shows the plan unless --execute is given.
+def reset_offsets(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool,
+                  topics: tuple[str, ...], all_topics: bool, strategy: str | None,
+                  to_offset: int | None, shift_by: int | None, to_datetime: str | None,
+                  dry_run: bool) -> None:
+    """Move the committed offsets of GROUP (or of every group with --all-groups). Shows the plan
+    unless --execute is given.
 
     \b
     Examples:
       odradek groups reset-offsets my-app --topic clicks --to-earliest
       odradek groups reset-offsets my-app --topic clicks:0,1 --shift-by -100 --execute
       odradek groups reset-offsets my-app --all-topics --to-datetime 2026-11-01T00:00:00 --execute
+      odradek groups reset-offsets --all-groups --all-topics --to-latest
     """
-    from kafka import TopicPartition
-
     chosen = [(name, v) for name, v in (("to-offset", to_offset), ("shift-by", shift_by),
                                         ("to-datetime", to_datetime)) if v is not None]
     if strategy:
@@ -337,45 +339,57 @@ def reset_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[st
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic (repeatable) or --all-topics")
 
-    with admin_client(bootstrap, timeout_s) as admin:
-        info = admin.describe_groups([group])[group]
-        state = info["group_state"]
-        if state not in INACTIVE:
-            raise click.ClickException(
-                f"assignments can only be reset if the group '{group}' is inactive, "
-                f"but the current state is {state}")
-        current = _committed(admin, group)
-        if all_topics:
-            tps = [TopicPartition(t, p) for t, p in sorted(current)]
-        else:
-            tps = _partitions_of(admin, topics)
-        if not tps:
-            raise click.ClickException(f"group '{group}' has no committed offsets to reset")
-        earliest = _offsets(admin, tps, "earliest")
-        latest = _offsets(admin, tps, "latest")
-        by_time = _offsets(admin, tps, value) if strategy == "to-datetime" else {}
-        plan = plan_reset(strategy, value, current, earliest, latest, by_time)
-        for topic, p in sorted(k for k in plan if by_time and by_time.get(k, -1) < 0):
-            # Kafka's tool says "Partition P from topic T is empty. Falling back to latest
-            # known offset."; the partition need not be empty, only nothing in it is that late
-            click.echo(f"Warn: no record in {topic}-{p} at or after {to_datetime}: using its "
-                       f"log end offset {plan[(topic, p)]}.", err=True)
-        if not dry_run:
-            from kafka.structs import OffsetAndMetadata
-
-            result = admin.alter_group_offsets(group, {
-                TopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in plan.items()})
-            errors = [f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in result.items()
-                      if getattr(err, "errno", 0)]
-            if errors:
-                raise click.ClickException("reset failed for " + ", ".join(errors))
     t = table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
-    for (topic, p), offset in plan.items():
-        t.add_row(group, topic, str(p), str(offset))
+    with admin_client(bootstrap, timeout_s) as admin:
+        for group in _chosen_groups(admin, names, all_groups):
+            plan = _reset_group(admin, group, topics, all_topics, strategy, value, to_datetime,
+                                dry_run)
+            for (topic, p), offset in plan.items():
+                t.add_row(group, topic, str(p), str(offset))
     console().print(t)
     if dry_run:
         click.echo("(dry run: nothing was changed; add --execute to commit these offsets)",
                    err=True)
+
+
+def _reset_group(admin: Any, group: str, topics: tuple[str, ...], all_topics: bool,
+                 strategy: str, value: Any, to_datetime: str | None,
+                 dry_run: bool) -> dict[tuple[str, int], int]:
+    """Plan (and unless `dry_run`, commit) one group's reset; the plan."""
+    from kafka import TopicPartition
+
+    info = admin.describe_groups([group])[group]
+    state = info["group_state"]
+    if state not in INACTIVE:
+        raise click.ClickException(
+            f"assignments can only be reset if the group '{group}' is inactive, "
+            f"but the current state is {state}")
+    current = _committed(admin, group)
+    if all_topics:
+        tps = [TopicPartition(t, p) for t, p in sorted(current)]
+    else:
+        tps = _partitions_of(admin, topics)
+    if not tps:
+        raise click.ClickException(f"group '{group}' has no committed offsets to reset")
+    earliest = _offsets(admin, tps, "earliest")
+    latest = _offsets(admin, tps, "latest")
+    by_time = _offsets(admin, tps, value) if strategy == "to-datetime" else {}
+    plan = plan_reset(strategy, value, current, earliest, latest, by_time)
+    for topic, p in sorted(k for k in plan if by_time and by_time.get(k, -1) < 0):
+        # Kafka's tool says "Partition P from topic T is empty. Falling back to latest
+        # known offset."; the partition need not be empty, only nothing in it is that late
+        click.echo(f"Warn: no record in {topic}-{p} at or after {to_datetime}: using its "
+                   f"log end offset {plan[(topic, p)]}.", err=True)
+    if not dry_run:
+        from kafka.structs import OffsetAndMetadata
+
+        result = admin.alter_group_offsets(group, {
+            TopicPartition(t, p): OffsetAndMetadata(o, "", None) for (t, p), o in plan.items()})
+        errors = [f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in result.items()
+                  if getattr(err, "errno", 0)]
+        if errors:
+            raise click.ClickException(f"group '{group}': reset failed for " + ", ".join(errors))
+    return plan
 
 
 def _partitions_of(admin: Any, specs: Iterable[str]) -> list[Any]:

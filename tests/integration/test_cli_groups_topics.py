@@ -132,3 +132,23 @@ def test_delete_offsets_of_a_topic_the_group_is_subscribed_to_fails(broker: Brok
         assert "off-live-0: GROUP_SUBSCRIBED_TO_TOPIC" in err, err
     finally:
         consumer.close()
+
+
+def test_reset_offsets_of_all_groups(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    b = broker.bootstrap
+    ok("topics", "create", "reset-all", "-p", "2", bootstrap=b)
+    ok("produce", "reset-all", "--partition", "1", bootstrap=b, input=b"a\nb\nc\n")
+    groups = ("reset-all-a", "reset-all-b")
+    for group in groups:
+        commit(admin, group, {("reset-all", 0): 0, ("reset-all", 1): 1})
+    # --all-groups also covers the other (inactive) groups this module's broker has; only the
+    # two above are checked
+    out = ok("groups", "reset-offsets", "--all-groups", "--topic", "reset-all", "--to-latest",
+             "--execute", bootstrap=b)
+    planned = {(r[0], r[1], r[2]): r[3] for r in rows(out, "GROUP")}
+    for group in groups:
+        assert planned[(group, "reset-all", "0")] == "0"
+        assert planned[(group, "reset-all", "1")] == "3"
+        assert committed(admin, group) == {("reset-all", 0): 0, ("reset-all", 1): 3}
+    assert "give group names or --all-groups" in failed(
+        "groups", "reset-offsets", "--topic", "reset-all", "--to-latest", bootstrap=b)

@@ -63,6 +63,10 @@ class Partition:
         self.state = state
         self.log = log_
         self.broker_id = broker_id
+        # Appends that wait for a roll running in an executor, and those queued behind them:
+        # while any wait, every append to this partition takes the lock, in arrival order.
+        self._append_lock = asyncio.Lock()
+        self._appends_waiting = 0
 
     @property
     def tp(self) -> TopicPartition:
@@ -94,6 +98,23 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
+    async def append_records(self, buf: Any, required_acks: int, now_ms: int) -> Any:
+        """Append as leader; when the append would roll the segment (Log.roll_due), roll first
+        in an executor so the event loop never does the roll's file work. Appends to one
+        partition keep their arrival order: the first that must wait takes a FIFO lock, and
+        every later append queues behind it until no append waits any more. The common case
+        (no roll due, nobody waiting) appends without an await."""
+        if not self._appends_waiting and not self.log.roll_due(len(buf)):
+            return self.append_records_to_leader(buf, required_acks, now_ms)
+        self._appends_waiting += 1
+        try:
+            async with self._append_lock:
+                if self.is_leader and self.log.roll_due(len(buf)):
+                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
+                return self.append_records_to_leader(buf, required_acks, now_ms)
+        finally:
+            self._appends_waiting -= 1
+
     def maybe_increment_high_watermark(self) -> bool:
         """Single node: every ISR member (only us) has everything up to the LEO."""
         if self.state.isr == [self.broker_id]:
@@ -118,6 +139,8 @@ class ReplicaManager:
         self._storage_failed: set[TopicPartition] = set()
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
+        self._jobs_lock = asyncio.Lock()  # metadata jobs (log creation/deletion) run one at a time
+        self._jobs: set[asyncio.Future[None]] = set()
 
     @property
     def log_manager(self) -> Any:
@@ -135,6 +158,8 @@ class ReplicaManager:
             self._host_topic(topic)
 
     async def shutdown(self) -> None:
+        if self._jobs:  # logs being created or deleted: let the executor work finish
+            await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.fetch_purgatory.shutdown()
         await self.produce_purgatory.shutdown()
         self.partitions.clear()
@@ -145,28 +170,68 @@ class ReplicaManager:
         defaults = LogConfig.from_props(self.topic_defaults)
         return LogConfig.from_props(topic.configs, defaults)
 
-    def _host_topic(self, topic: TopicState) -> None:
+    def _update_hosted(self, topic: TopicState) -> tuple[LogConfig, list[PartitionState]]:
+        """Apply ``topic``'s state and config to the partitions hosted already; returns the
+        config and the states of the partitions whose logs must still be opened."""
         config = self.log_config_for(topic)
+        missing = []
         for state in topic.partitions.values():
             if self.broker_id not in state.replicas:
                 continue
-            tp = (topic.name, state.partition)
-            existing = self.partitions.get(tp)
+            existing = self.partitions.get((topic.name, state.partition))
             if existing is not None:
                 existing.state = state
                 existing.log.update_config(config)
-                continue
-            log_ = self.log_manager.get_or_create_log(topic.name, state.partition, config, topic.topic_id)
-            partition = self.partitions[tp] = Partition(topic, state, log_, self.broker_id)
+            else:
+                missing.append(state)
+        return config, missing
+
+    def _open_logs(self, topic: TopicState, config: LogConfig, states: list[PartitionState]) -> list[Log]:
+        """Open or create the logs of ``states`` (blocking: directories, segments, preallocated
+        indexes; an executor runs it once the broker serves)."""
+        return [
+            self.log_manager.get_or_create_log(topic.name, s.partition, config, topic.topic_id) for s in states
+        ]
+
+    def _add_partitions(self, topic: TopicState, states: list[PartitionState], logs: list[Log]) -> None:
+        for state, log_ in zip(states, logs, strict=True):
+            partition = self.partitions[topic.name, state.partition] = Partition(topic, state, log_, self.broker_id)
             partition.maybe_increment_high_watermark()  # a leader whose ISR is itself
 
-    def on_metadata_change(self, event: str, topic: TopicState) -> None:
-        if event == "deleted":
+    def _host_topic(self, topic: TopicState) -> None:
+        """Start-up (before serving): host ``topic``'s partitions inline."""
+        config, missing = self._update_hosted(topic)
+        self._add_partitions(topic, missing, self._open_logs(topic, config, missing))
+
+    def on_metadata_change(self, event: str, topic: TopicState) -> asyncio.Future[None]:
+        """Controller listener. The file work -- creating logs, or closing and removing a deleted
+        topic's -- runs in an executor, never on the loop; the returned future completes when it
+        is done (the controller's ``committed()`` awaits it before a handler answers). Jobs run one
+        at a time in event order, so a topic deleted and re-created at once is deleted first."""
+        if event == "deleted":  # no more appends or fetches from now on
             for tp in [tp for tp in self.partitions if tp[0] == topic.name]:
                 self.partitions.pop(tp)
-                self.log_manager.async_delete(tp[0], tp[1])
-            return
-        self._host_topic(topic)
+        job = asyncio.ensure_future(self._metadata_job(event, topic))
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return job
+
+    async def _metadata_job(self, event: str, topic: TopicState) -> None:
+        loop = asyncio.get_running_loop()
+        async with self._jobs_lock:
+            if event == "deleted":
+                for tp in [tp for tp in self.partitions if tp[0] == topic.name]:
+                    self.partitions.pop(tp)  # hosted by a job queued before the deletion
+                doomed = [tp for tp, _ in self.log_manager if tp[0] == topic.name]
+                for tp in doomed:
+                    await loop.run_in_executor(None, self.log_manager.async_delete, tp[0], tp[1])
+                return
+            if self.image.topics.get(topic.name) is not topic:
+                return  # deleted (or replaced) since: its deletion job follows
+            config, missing = self._update_hosted(topic)
+            if missing:
+                logs = await loop.run_in_executor(None, self._open_logs, topic, config, missing)
+                self._add_partitions(topic, missing, logs)
 
     # -- lookups --------------------------------------------------------------------------------
 
@@ -209,7 +274,7 @@ class ReplicaManager:
                 if records is None:
                     raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
                 p = self.get_leader_partition(*tp)
-                info = p.append_records_to_leader(records, required_acks, now_ms)
+                info = await p.append_records(records, required_acks, now_ms)
                 results[tp] = ProduceResult(
                     base_offset=info.first_offset,
                     log_append_time=info.log_append_time,

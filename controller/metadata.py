@@ -7,21 +7,35 @@ and keeps the metadata in one JSON file in the first log dir, replaced atomicall
 fsync, rename, fsync dir) so a crash leaves either the old or the new state. The ZooKeeper-backed
 controller of the cluster work implements the same methods and pushes the same images.
 
+Persistence never blocks the event loop: a mutation changes the in-memory image at once, tells
+the listeners, and hands the file write (two fsyncs) to a one-thread executor, so writes land in
+order and each holds the whole image as of its mutation. A listener may return an awaitable for
+its own file work (the ReplicaManager creating or deleting logs). A request handler that changed
+something awaits :meth:`EmbeddedController.committed` before it answers, so what a client has
+been told exists is on disk and served -- the CreateTopics answer awaits a future, the loop does
+not wait for the disk.
+
 Topic-name rules, partition limits and error codes follow Kafka's (`Topic.validate`,
 `AdminUtils`): names of 1-249 characters from [a-zA-Z0-9._-], not "." or "..".
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.checkpoints import atomic_write
+
+log = logging.getLogger("odradek.controller")
 
 METADATA_FILE = "__odradek_metadata.json"
 PRODUCER_ID_BLOCK = 1000
@@ -95,14 +109,16 @@ class MetadataImage:
         return None
 
 
-Listener = Callable[[str, TopicState], None]  # (event: "created"/"deleted"/"changed", topic)
+# (event: "created"/"deleted"/"changed", topic) -> None, or an awaitable of the file work it started
+Listener = Callable[[str, TopicState], Awaitable[Any] | None]
 
 
 class EmbeddedController:
     """The single node's own controller: owns the metadata image and its file.
 
-    Called only from the event loop. Mutations persist before listeners are told, so what a
-    client has been told exists survives a crash."""
+    Called only from the event loop. Mutations are written by a one-thread executor (in
+    order); handlers await :meth:`committed` before answering, so what a client has been told
+    exists survives a crash. Without a running loop (tools, unit tests) writes are synchronous."""
 
     def __init__(self, log_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
         self.path = Path(log_dir) / METADATA_FILE
@@ -115,6 +131,8 @@ class EmbeddedController:
             self._load()
         self.image.brokers = {broker.broker_id: broker}
         self.image.controller_id = broker.broker_id
+        self._writer: ThreadPoolExecutor | None = None  # created on the first asynchronous save
+        self._pending: set[asyncio.Future[Any]] = set()  # saves and listener work not yet done
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -165,11 +183,50 @@ class EmbeddedController:
                 for t in sorted(self.image.topics.values(), key=lambda t: t.name)
             ],
         }
-        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+        payload = json.dumps(data, indent=1, sort_keys=True).encode()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, unit tests): write now
+            atomic_write(self.path, payload)
+            return
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="metadata-store")
+        self._track(loop.run_in_executor(self._writer, atomic_write, self.path, payload))
 
     def _notify(self, event: str, topic: TopicState) -> None:
         for listener in self.listeners:
-            listener(event, topic)
+            work = listener(event, topic)
+            if work is not None:
+                self._track(asyncio.ensure_future(work))
+
+    def _track(self, fut: asyncio.Future[Any]) -> None:
+        self._pending.add(fut)
+        fut.add_done_callback(self._done)
+
+    def _done(self, fut: asyncio.Future[Any]) -> None:
+        self._pending.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("metadata change not applied: %r", fut.exception())
+
+    async def committed(self) -> None:
+        """Wait until every change made so far is in the metadata file and applied by the
+        listeners (logs created or deleted); any number of requests may wait at once. A failed
+        write raises here (OSError), for the request that waits to fail rather than to claim a
+        change that is not durable."""
+        if not self._pending:
+            return
+        # asyncio.wait, not gather: a waiter cancelled (its client went away) must not cancel
+        # the write or the log creation other requests wait for too
+        done, _ = await asyncio.wait(list(self._pending))
+        for fut in done:
+            if not fut.cancelled() and fut.exception() is not None:
+                raise fut.exception()  # type: ignore[misc]
+
+    def close(self) -> None:
+        """Stop the writer thread after its queued writes (shutdown, after :meth:`committed`)."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
 
     # -- topics ---------------------------------------------------------------------------------
 

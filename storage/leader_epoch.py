@@ -104,6 +104,7 @@ class LeaderEpochFileCache:
         self.topic_partition = topic_partition
         self.sync = sync
         self._entries: list[EpochEntry] = []
+        self._dirty = False  # assigned but not yet written (see assign(flush=False))
         # True when the checkpoint could not be read: the log loader rebuilds the entries from
         # the batch headers (issue #12; Kafka takes the log dir offline instead)
         self.needs_rebuild = False
@@ -148,13 +149,22 @@ class LeaderEpochFileCache:
         entries.append(entry)
         return True
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; flush and return True if that changed
         the cache. Re-assigning the latest epoch at the same or a later offset is a no-op;
-        entries that would break monotonicity are removed first."""
+        entries that would break monotonicity are removed first.
+
+        ``flush=False`` (the append path, on the event loop) only marks the cache dirty: the
+        log's flush writes it (:meth:`flush_if_dirty`, in an executor) before it moves the
+        recovery point past the new entry, and recovery re-assigns epochs from the batches above
+        the recovery point -- so a crash loses nothing that was not already to be recovered
+        (Kafka too stopped fsyncing this file under the log's lock, KAFKA-15046)."""
         changed = self._assign(EpochEntry(epoch, start_offset))
         if changed:
-            self._flush()
+            if flush:
+                self._flush()
+            else:
+                self._dirty = True
         return changed
 
     def assign_all(self, entries: Iterable[EpochEntry]) -> None:
@@ -194,8 +204,19 @@ class LeaderEpochFileCache:
     def flush(self) -> None:
         self._flush()
 
+    def flush_if_dirty(self) -> bool:
+        """Write the checkpoint if an ``assign(..., flush=False)`` changed the cache since the
+        last write (blocking: executor threads). Returns whether it wrote."""
+        if not self._dirty:
+            return False
+        self._flush()
+        return True
+
     def _flush(self) -> None:
-        self.checkpoint.write(self._entries, sync=self.sync)
+        # dirty is cleared before the entries are copied: an assign on the loop meanwhile
+        # marks it again, so the next flush writes that entry
+        self._dirty = False
+        self.checkpoint.write(list(self._entries), sync=self.sync)
 
     # -- queries ---------------------------------------------------------------------------
 

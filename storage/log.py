@@ -667,7 +667,7 @@ class Log:
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
         cache = self.leader_epoch_cache
         if cache is not None and leader_epoch >= 0:
-            cache.assign(leader_epoch, start_offset)
+            cache.assign(leader_epoch, start_offset, flush=False)  # written by flush()
         self._last_assigned_epoch = leader_epoch
 
     @_locked
@@ -809,6 +809,23 @@ class Log:
             seg.time_index.entries,
         )
         return self.roll(first_offset)
+
+    def roll_due(self, messages_size: int) -> bool:
+        """Whether an append of up to ``messages_size`` bytes would roll the active segment
+        because of its size or a full index (cheap: no file access). Why: a roll opens files,
+        sizes and maps two preallocated indexes and writes a snapshot -- milliseconds of
+        blocking file work -- so the broker asks this first and, when it says yes, runs
+        :meth:`roll` in an executor before appending. Rolls for segment.ms depend on the
+        batches' timestamps and an offset overflow on their offsets: the append itself still
+        decides those (and rolls inline, which happens at most once per segment.ms)."""
+        seg = self._segments[-1]
+        if seg.size == 0:  # rolling an empty segment helps nothing; the append decides
+            return False
+        if seg.size > self._config.segment_bytes - messages_size:
+            return True
+        oi = seg.offset_index
+        ti = seg.time_index
+        return oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one
@@ -1299,6 +1316,7 @@ class Log:
                 ]
         for path in snapshots:
             _fsync_file(path)
+        self.checkpoint_leader_epochs()  # before the recovery point moves past a new epoch
         if target <= start:
             return
         segs, bases = self._view
@@ -1313,6 +1331,13 @@ class Log:
             self._last_flush_ms = self._time_ms()
             if self._pending_roll_flush is not None and self._pending_roll_flush <= self._recovery_point:
                 self._pending_roll_flush = None
+
+    def checkpoint_leader_epochs(self) -> None:
+        """Write leader-epoch-checkpoint if the append path assigned a new epoch since the last
+        write (blocking: the flush task and :meth:`flush` call it from an executor)."""
+        cache = self.leader_epoch_cache
+        if cache is not None:
+            cache.flush_if_dirty()
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -390,6 +390,7 @@ class LogManager:
         self.flush_partition_metadata()
         flushed = 0
         for _, lg in self:
+            lg.checkpoint_leader_epochs()  # epochs the append path assigned (not fsynced there)
             offset = lg.flush_due(now_ms)
             if offset is not None:
                 lg.flush(offset)

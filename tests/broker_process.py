@@ -110,11 +110,14 @@ class LoggedProcess:
 class BrokerProcess(LoggedProcess):
     what = "broker"
 
-    def __init__(self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = ()) -> None:
+    def __init__(
+        self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
         self.overrides = list(overrides)
+        self.env = dict(env or {})  # extra environment variables of the broker process
 
     @property
     def bootstrap(self) -> str:
@@ -129,5 +132,5 @@ class BrokerProcess(LoggedProcess):
         for o in self.overrides:
             cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]
         self._spawn(cmd, "event='broker started'", timeout, cwd=REPO,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                    env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         return self

@@ -47,9 +47,11 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
             coordinators.append(
                 Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=_message(code))
             )
+        await ctx.server.controller.committed()  # __consumer_offsets created: durable and hosted
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = req.key_type if ctx.version >= 1 else 0
     code, node_id, host, port = _lookup(ctx, req.key, key_type)
+    await ctx.server.controller.committed()  # __consumer_offsets created: durable and hosted
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=code, error_message=_message(code), node_id=node_id, host=host, port=port
     )

@@ -97,6 +97,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:
             t.topic_authorized_operations = TOPIC_OPERATIONS
+    await ctx.server.controller.committed()  # auto-created topics: durable and hosted first
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)

@@ -30,6 +30,7 @@ async def server(tmp_path: Path) -> AsyncIterator[BrokerServer]:
     s = BrokerServer(cfg)
     await s.start_components()
     assert s.group_coordinator is not None and s.group_coordinator.ensure_offsets_topic()
+    await s.controller.committed()  # its logs are created in an executor
     try:
         yield s
     finally:

@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from broker import loop_audit
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig
 from broker.group import GroupCoordinator
@@ -61,6 +62,8 @@ class BrokerServer:
         self.controller: EmbeddedController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
+        self.stopping_callbacks: list[Any] = []  # run when shutdown begins
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -140,6 +143,8 @@ class BrokerServer:
         self._spawn(self._every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))
         self._spawn(self._every(5000, lm.checkpoint_high_watermarks, "high-watermark checkpoint"))
         self.started.set()
+        for callback in self.started_callbacks:
+            callback()
         log.info(
             "broker started",
             broker_id=cfg.broker_id,
@@ -185,6 +190,8 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         log.info("shutting down")
+        for callback in self.stopping_callbacks:
+            callback()
         for server in self.servers:
             server.close()
         if self.group_coordinator is not None:
@@ -204,8 +211,15 @@ class BrokerServer:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.controller is not None:  # metadata writes still queued land before the marker
+            try:
+                await self.controller.committed()
+            except Exception:
+                log.exception("metadata store write failed during shutdown")
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()
+        if self.controller is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
         if self.log_manager is not None:
             clean = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
             if not clean:  # e.g. a full disk: LogManager logged each step it could not do
@@ -277,6 +291,10 @@ def run(config: KafkaConfig) -> int:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
+        if loop_audit.enabled():  # tests: report blocking file syscalls on this thread
+            loop_audit.install()
+            server.started_callbacks.append(loop_audit.arm)
+            server.stopping_callbacks.append(loop_audit.disarm)
         await server.serve()
 
     try:

@@ -108,6 +108,7 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
             result.num_partitions = -1
             result.replication_factor = -1
         results.append(result)
+    await ctx.server.controller.committed()  # durable and hosted before the client is told
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 

@@ -8,25 +8,43 @@ and clients match responses by position as well as correlation id — so finishe
 in a queue until every earlier one is written. An acks=0 produce takes a place in that queue and
 writes nothing.
 
-Flow control: reading pauses while the transport's write buffer is above its high-water mark
-(the client is not reading responses) or too many requests are in flight, and resumes when both
-clear. Malformed frames — a size prefix out of bounds, an undecodable header, an unknown API —
-are logged and the connection is closed; the broker itself never goes down on client input.
+Flow control (Kafka mutes a channel): reading pauses while the transport's write buffer is above
+its high-water mark (the client is not reading responses), while too many requests are in
+flight, while the finished but unsent responses exceed `queued.max.response.bytes`, or while the
+request memory pool (`queued.max.request.bytes`, broker.memory_pool) cannot hold the request
+being received; it resumes when all of them clear.
+
+Fetch responses are streamed from the files: the record bytes of a partition stay a file region
+(storage's FileRecords) inside the encoded response, and the connection sends them with
+`os.sendfile` straight from the segment file to the socket (zero copy) whenever the transport's
+own buffer is empty — which keeps the bytes in request order, as nothing else is queued ahead of
+them. When the socket is full the rest goes as bounded `pread` chunks through the transport,
+whose write-buffer limits (low-water mark 0) tell us when it is empty again. So a client that
+never reads costs the broker at most one chunk plus the transport's buffer, however much it asked.
+
+Malformed frames — a size prefix out of bounds, an undecodable header, an unknown API — are
+logged (rate limited, broker.log_limiter) and the connection is closed; so is a connection whose
+request does not arrive completely within `socket.request.receive.timeout.ms` (slowloris). The
+broker itself never goes down on client input.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import socket
 import struct
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.apis.registry import REGISTRY
 from broker.context import RequestContext
+from broker.log_limiter import RateLimitedLog
+from broker.memory_pool import MemoryPool
 from protocol.framing import (
     API_VERSIONS_KEY,
     decode_request_header,
@@ -34,16 +52,33 @@ from protocol.framing import (
 )
 from protocol.messages import REQUESTS, ApiVersionsResponse
 from protocol.primitives import DecodeError, UnsupportedVersionError
+from storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from broker.config import Listener
     from broker.server import BrokerServer
 
 log = structlog.get_logger("odradek.network")
+# every line a client can cause at will goes through this (at most 10 per 10 s, then a summary)
+client_input_log = RateLimitedLog(log)
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64
 UNSUPPORTED_VERSION = 35
+FETCH_KEY = 1
+# a file region is written through the transport in pread chunks of at most this size when the
+# socket cannot take it directly (and is the transport's high-water mark)
+STREAM_CHUNK = 256 * 1024
+
+_pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()
+
+
+def request_memory_pool(server: BrokerServer) -> MemoryPool:
+    """The broker-wide pool of `queued.max.request.bytes` (one per server object)."""
+    pool = _pools.get(server)
+    if pool is None:
+        pool = _pools[server] = MemoryPool(server.config["queued.max.request.bytes"])
+    return pool
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -53,9 +88,21 @@ class KafkaConnection(asyncio.Protocol):
         self.server = server
         self.listener = listener
         self.max_request = server.config["socket.request.max.bytes"]
+        self.max_queued_response = server.config["queued.max.response.bytes"]
+        self.receive_timeout_s = server.config["socket.request.receive.timeout.ms"] / 1000
+        self.pool = request_memory_pool(server)
         self.transport: asyncio.Transport | None = None
+        self.sock_fd = -1
         self.buffer = bytearray()
         self.pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # chunks of finished responses not yet handed to the transport, in request order:
+        # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes
+        self.outgoing: collections.deque[Any] = collections.deque()
+        self.unsent = 0
+        self.region_sent = 0  # bytes of outgoing[0] already sent when it is a FileRecords
+        self.reserved = 0  # bytes of the pool held by the request being received
+        self.memory_wait = False
+        self.receive_timer: asyncio.TimerHandle | None = None
         self.peer = "?"
         self.closed = False
         self.write_paused = False
@@ -70,6 +117,9 @@ class KafkaConnection(asyncio.Protocol):
         if sock is not None:
             # as Kafka's SocketServer: a response's last segment must not wait for a delayed ACK
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock_fd = sock.fileno()
+        # resume_writing() comes when the buffer is empty, the moment sendfile may go again
+        self.transport.set_write_buffer_limits(high=STREAM_CHUNK // 4, low=0)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
@@ -80,6 +130,11 @@ class KafkaConnection(asyncio.Protocol):
         for fut in self.pending:
             fut.cancel()
         self.pending.clear()
+        self.outgoing.clear()
+        self.unsent = 0
+        self._release_memory()
+        self.pool.forget(id(self))
+        self._cancel_receive_timer()
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -87,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self._pump()
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -108,14 +164,83 @@ class KafkaConnection(asyncio.Protocol):
                 break
             frame = buf[pos + 4 : pos + 4 + size]  # a private, writable copy: produce rewrites offsets in place
             pos += 4 + size
+            if self.reserved:
+                self._release_memory()
+            if self.receive_timer is not None:
+                self._cancel_receive_timer()
             self._dispatch(frame)
             if self.closed:
                 return
         if pos:
             del buf[:pos]
+        if buf:
+            self._partial_request(buf)
 
     def eof_received(self) -> bool | None:
         return None  # close when the client half-closes
+
+    # -- a request that has not fully arrived -------------------------------------------------
+
+    def _partial_request(self, buf: bytearray) -> None:
+        """Reserve pool memory for the request being received and time its arrival."""
+        if self.receive_timer is None and self.receive_timeout_s > 0:
+            self.receive_timer = asyncio.get_running_loop().call_later(
+                self.receive_timeout_s, self._receive_timed_out
+            )
+        if self.reserved or self.memory_wait or len(buf) < 4 or not self.pool.bounded:
+            return
+        (size,) = _SIZE.unpack_from(buf, 0)
+        if not self._reserve(size):
+            self.memory_wait = True
+            self.pool.wait(id(self), self._retry_reserve)
+            self._update_reading()
+
+    def _reserve(self, size: int) -> bool:
+        if self.pool.try_allocate(size):
+            self.reserved = size
+            return True
+        return False
+
+    def _retry_reserve(self) -> bool:
+        if self.closed:
+            return True  # nothing to wait for any more
+        (size,) = _SIZE.unpack_from(self.buffer, 0)
+        if not self._reserve(size):
+            return False
+        self.memory_wait = False
+        self._restart_receive_timer()  # the wait was ours, not the client's
+        self._update_reading()
+        return True
+
+    def _release_memory(self) -> None:
+        if self.reserved:
+            size, self.reserved = self.reserved, 0
+            self.pool.release(size)
+
+    def _receive_timed_out(self) -> None:
+        self.receive_timer = None
+        if self.closed:
+            return
+        if self.read_paused:
+            self._restart_receive_timer()  # we are not reading it: not the client's fault
+            return
+        self.abort(
+            "request not received within socket.request.receive.timeout.ms",
+            received=len(self.buffer),
+            timeout_ms=int(self.receive_timeout_s * 1000),
+        )
+
+    def _restart_receive_timer(self) -> None:
+        if self.receive_timer is not None:
+            self._cancel_receive_timer()
+            self.receive_timer = asyncio.get_running_loop().call_later(
+                self.receive_timeout_s, self._receive_timed_out
+            )
+
+    def _cancel_receive_timer(self) -> None:
+        if self.receive_timer is not None:
+            self.receive_timer.cancel()
+            self.receive_timer = None
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -157,17 +282,22 @@ class KafkaConnection(asyncio.Protocol):
         if response is None:
             return None
         h = ctx.header
-        return encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
+        chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
+        # counted from the moment it is finished: a response waiting behind a slower one is unsent too
+        self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+        return chunks
 
     def _enqueue_ready(self, chunks: list[Any]) -> None:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.unsent += _SIZE.unpack(chunks[0])[0] + 4
         fut.set_result(chunks)
         self.pending.append(fut)
         self._on_done(fut)
 
     def _on_done(self, _: asyncio.Future[Any]) -> None:
-        """Write every finished response at the head of the queue, in request order."""
+        """Queue every finished response at the head of `pending` for writing, in request order."""
         pending = self.pending
+        outgoing = self.outgoing
         while pending and pending[0].done():
             fut = pending.popleft()
             if fut.cancelled() or self.closed:
@@ -178,35 +308,106 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
                 return
             chunks = fut.result()
-            if chunks and self.transport is not None:
-                self.transport.writelines(chunks)
+            if chunks:
+                outgoing.extend(chunks)
+        if outgoing:
+            self._pump()
         self._update_reading()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Hand queued chunks to the transport until it asks us to pause: plain bytes in one
+        `writelines`, file regions by sendfile (see the module docstring)."""
+        outgoing = self.outgoing
+        transport = self.transport
+        if transport is None:
+            return
+        while outgoing and not self.write_paused and not self.closed:
+            if type(outgoing[0]) is FileRecords:
+                if not self._send_region(outgoing[0]):
+                    return
+                self.unsent -= outgoing.popleft().size
+                self.region_sent = 0
+                continue
+            batch: list[Any] = []
+            n = 0
+            while outgoing and type(outgoing[0]) is not FileRecords:
+                c = outgoing.popleft()
+                batch.append(c)
+                n += len(c)
+            self.unsent -= n
+            transport.writelines(batch)
+
+    def _send_region(self, region: FileRecords) -> bool:
+        """Send what is left of `region`; False when it must wait for resume_writing()."""
+        transport = self.transport
+        assert transport is not None
+        while self.region_sent < region.size:
+            pos = region.position + self.region_sent
+            left = region.size - self.region_sent
+            try:
+                if self.sock_fd >= 0 and transport.get_write_buffer_size() == 0:
+                    try:
+                        sent = os.sendfile(self.sock_fd, region.fileno(), pos, left)
+                    except BlockingIOError:
+                        sent = -1
+                    if sent > 0:
+                        self.region_sent += sent
+                        continue
+                    if sent == 0:
+                        raise EOFError(f"{region!r} is shorter than when it was read")
+                # the socket is full (or holds bytes of the transport): one bounded chunk through
+                # the transport, which pauses us until it drained
+                data = os.pread(region.fileno(), min(left, STREAM_CHUNK), pos)
+                if not data:
+                    raise EOFError(f"{region!r} is shorter than when it was read")
+                self.region_sent += len(data)
+                transport.write(data)
+            except (OSError, ValueError, EOFError) as e:
+                if not self.closed:
+                    log.warning("cannot send fetched records; closing connection", peer=self.peer, error=str(e))
+                    self.close()
+                return False
+            if self.write_paused:
+                return self.region_sent >= region.size
+        return True
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self.write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        should_pause = (
+            self.write_paused
+            or self.memory_wait
+            or len(self.pending) >= MAX_IN_FLIGHT
+            or self.unsent > self.max_queued_response
+        )
         if should_pause and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
         elif not should_pause and self.read_paused:
             self.transport.resume_reading()
             self.read_paused = False
+            if self.receive_timer is not None:
+                self._restart_receive_timer()
 
     # -- closing ----------------------------------------------------------------------------
 
     def abort(self, reason: str, **details: Any) -> None:
-        """Log why and drop the connection (bad client input)."""
-        log.warning(reason + "; closing connection", peer=self.peer, listener=self.listener.name, **details)
+        """Log why (rate limited: clients trigger this at will) and drop the connection."""
+        client_input_log.warning(reason + "; closing connection", peer=self.peer, listener=self.listener.name, **details)
         self.close()
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        self._release_memory()
+        self.pool.forget(id(self))
+        self._cancel_receive_timer()
         if self.transport is not None:
             self.transport.close()
 
     @property
     def idle_seconds(self) -> float:
-        return 0.0 if self.pending else time.monotonic() - self.last_active
+        return 0.0 if self.pending or self.outgoing else time.monotonic() - self.last_active

@@ -13,7 +13,10 @@
 * Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   OFFSET_OUT_OF_RANGE (with log start offset and high watermark filled in),
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch.
-* Records go out as read from the segment files: opaque bytes, never per-record objects.
+* Records go out as read from the segment files: opaque bytes, never per-record objects. A
+  partition's records of at least STREAM_MIN_BYTES stay a file region (FileRecords) in the
+  response, which the connection sends with sendfile when it is its turn (broker.network), so a
+  large or unread response never sits in memory; smaller ones are read (one pread) when built.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ from protocol.messages.fetch_response import (
     FetchableTopicResponse,
     PartitionData,
 )
+from storage.file_records import FileRecords
+
+# below this a pread into memory is cheaper than a sendfile round (and bounded anyway)
+STREAM_MIN_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -112,10 +119,19 @@ def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int]
                 log_start_offset=r.log_start_offset,
                 aborted_transactions=r.aborted,
                 preferred_read_replica=-1,
-                records=r.records.read() if r.records_size else b"",
+                records=_records(r),
             )
         )
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fctx.response_session_id, responses=topics)
+
+
+def _records(r: PartitionResult) -> Any:
+    """The records as the response carries them: a file region to stream, or bytes."""
+    if not r.records_size:
+        return b""
+    if r.records_size >= STREAM_MIN_BYTES and type(r.records) is FileRecords:
+        return r.records
+    return r.records.read()
 
 
 @api(1, 4, 12)

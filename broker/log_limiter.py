@@ -1,0 +1,75 @@
+"""A rate limit for log lines that clients can trigger at will.
+
+Why: every malformed frame, oversized request or stalled request closes one connection and is
+logged; a fuzzer or an attacker opening connections in a loop produced 104,197 warning lines in
+60 s, drowning everything else and filling disks. At most `max_lines` such lines are written per
+`interval_s`; the rest are counted, and one summary line (`suppressed=K`) follows when the interval
+ends, so an operator still sees that it goes on and how much.
+
+Who may call: the event loop (the summary is scheduled with `loop.call_later` when a loop runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RateLimitedLog"]
+
+
+class RateLimitedLog:
+    """Write at most `max_lines` warnings per `interval_s` through `logger`; summarise the rest."""
+
+    def __init__(
+        self,
+        logger: Any,
+        max_lines: int = 10,
+        interval_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.max_lines = max_lines
+        self.interval_s = interval_s
+        self.clock = clock
+        self.window_start = -float("inf")
+        self.lines = 0
+        self.suppressed = 0
+        self._summary_scheduled = False
+
+    def warning(self, event: str, **details: Any) -> bool:
+        """Log `event` unless this interval's quota is spent; True when it was written."""
+        now = self.clock()
+        if now - self.window_start >= self.interval_s:
+            self.flush()
+            self.window_start = now
+            self.lines = 0
+        if self.lines < self.max_lines:
+            self.lines += 1
+            self.logger.warning(event, **details)
+            return True
+        self.suppressed += 1
+        self._schedule_summary(now)
+        return False
+
+    def flush(self) -> None:
+        """Write the summary of what this interval suppressed, if anything."""
+        self._summary_scheduled = False
+        if self.suppressed:
+            self.logger.warning(
+                "suppressed warnings about client input",
+                suppressed=self.suppressed,
+                interval_s=self.interval_s,
+            )
+            self.suppressed = 0
+
+    def _schedule_summary(self, now: float) -> None:
+        if self._summary_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (unit tests): the next warning() after the interval flushes
+        self._summary_scheduled = True
+        loop.call_later(max(0.0, self.window_start + self.interval_s - now), self.flush)

@@ -1,0 +1,35 @@
+"""RateLimitedLog: at most N lines per interval, then one summary (pure logic, fake clock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.log_limiter import RateLimitedLog
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.lines.append((event, kw))
+
+
+def test_burst_is_cut_to_quota_and_summarised_in_the_next_interval() -> None:
+    now = [100.0]
+    rec = Recorder()
+    limiter = RateLimitedLog(rec, max_lines=3, interval_s=10.0, clock=lambda: now[0])
+    written = [limiter.warning("bad frame", n=i) for i in range(1000)]
+    assert written.count(True) == 3 and len(rec.lines) == 3
+    now[0] += 10.0
+    assert limiter.warning("bad frame", n=1000)
+    assert rec.lines[3] == ("suppressed warnings about client input", {"suppressed": 997, "interval_s": 10.0})
+    assert rec.lines[4][0] == "bad frame"
+
+
+def test_flush_without_suppression_writes_nothing() -> None:
+    rec = Recorder()
+    limiter = RateLimitedLog(rec, max_lines=3, interval_s=10.0, clock=lambda: 0.0)
+    limiter.warning("x")
+    limiter.flush()
+    assert len(rec.lines) == 1

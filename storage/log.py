@@ -878,13 +878,18 @@ class Log:
                     log.warning("Newly rolled segment file %s already exists; deleting it first", path)
                     path.unlink()
             active.on_become_inactive_segment()
-        seg = LogSegment.open(
-            self.dir,
-            new_offset,
-            self.config,
-            time_ms=self._time_ms,
-            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-        )
+        try:
+            seg = LogSegment.open(
+                self.dir,
+                new_offset,
+                self.config,
+                time_ms=self._time_ms,
+                roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+            )
+        except OSError as e:  # the append that wanted the roll is answered KAFKA_STORAGE_ERROR
+            raise StorageError(
+                f"Error while rolling a new log segment of {self.name} at offset {new_offset}: {e}"
+            ) from e
         self._set_segments([*self._view[0], seg])
         # Kafka: a snapshot at the new base offset, so recovery can start from it and replay
         # only this segment; no fsync under the lock -- flush() syncs it with the old segment.

@@ -206,8 +206,16 @@ class LogSegment:
         self._reported_corrupt: set[int] = set()
         self.created = time_ms()
         if not file_already_exists:  # a new segment is about to be appended to: map now
-            self.offset_index  # noqa: B018
-            self.time_index  # noqa: B018
+            try:
+                self.offset_index  # noqa: B018
+                self.time_index  # noqa: B018
+            except BaseException:
+                # a roll that cannot create its indexes (EFBIG, ENOSPC, EMFILE) leaves no
+                # descriptor and no half-made segment behind; the roll is retried later
+                self._close_handlers()
+                for p in (path, self.offset_index_path, self.time_index_path):
+                    p.unlink(missing_ok=True)
+                raise
 
     @classmethod
     def open(

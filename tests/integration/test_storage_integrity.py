@@ -14,9 +14,15 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.framing import decode_response, encode_request_frame
-from protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
+from protocol.messages import (
+    CreateTopicsRequest,
+    FetchRequest,
+    IncrementalAlterConfigsRequest,
+    ProduceRequest,
+)
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
+from protocol.messages import incremental_alter_configs_request as iac
 from protocol.messages import produce_request as pr
 from protocol.records import (
     Record,
@@ -231,5 +237,50 @@ def test_a_failed_append_leaves_the_segment_as_it_was(data_dir: Path, started: l
             assert p.error_code == 0
             got += record_values(p.records)
             if len(got) >= len(acked) or not p.records:
+                break
+        assert got == acked
+
+
+def alter_topic_config(conn: RawConnection, topic: str, key: str, value: str) -> int:
+    resp = call(conn, 44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+        resource_type=2, resource_name=topic, configs=[iac.AlterableConfig(name=key, config_operation=0, value=value)])]))
+    return resp.responses[0].error_code
+
+
+def test_a_roll_that_cannot_create_its_files_answers_storage_error(data_dir: Path, started: list[BrokerProcess]) -> None:
+    """The topic's segment.index.bytes is raised past what the broker may write (RLIMIT_FSIZE),
+    so the next roll cannot preallocate its indexes (EFBIG): the produce that needs the roll is
+    answered KAFKA_STORAGE_ERROR on a connection that stays open, no half-made segment is left,
+    and once the setting is back the same produce rolls and every acknowledged record is read
+    back once, in order. Before: the OSError escaped the handler and the connection was
+    dropped, leaving the new .log file and its descriptor behind."""
+    b = FileSizeLimitedBroker(data_dir, overrides=["auto.create.topics.enable=false"]).start()
+    started.append(b)
+    part = data_dir / f"{TOPIC}-0"
+    acked: list[bytes] = []
+    with RawConnection(b.port) as conn:
+        assert create_topic(conn, TOPIC, segment_bytes="4096", segment_index_bytes="4096") == 0
+        for i in range(4):  # about 3,700 bytes of a 4,096-byte segment: the next batch rolls
+            values = [b"r%d-%d|" % (i, j) + b"x" * 100 for j in range(8)]
+            assert produce(conn, TOPIC, values) == (0, len(acked))
+            acked += values
+        assert len(segments(part)) == 1
+        assert alter_topic_config(conn, TOPIC, "segment.index.bytes", str(4 * FSIZE_LIMIT)) == 0
+        values = [b"r4-%d|" % j + b"x" * 100 for j in range(8)]
+        for _ in range(2):  # the same answer on the same connection when retried
+            err, _base = produce(conn, TOPIC, values)
+            assert err == ErrorCode.KAFKA_STORAGE_ERROR
+            assert len(segments(part)) == 1 and len(list(part.glob("*.index"))) == 1
+        assert alter_topic_config(conn, TOPIC, "segment.index.bytes", "4096") == 0
+        assert produce(conn, TOPIC, values) == (0, len(acked))
+        acked += values
+        assert len(segments(part)) == 2
+        got: list[bytes] = []
+        for _ in range(len(acked)):  # bounded: at least one batch per fetch
+            p = fetch(conn, TOPIC, len(got))
+            assert p.error_code == 0
+            more = record_values(p.records)
+            got += more
+            if len(got) >= len(acked) or not more:
                 break
         assert got == acked

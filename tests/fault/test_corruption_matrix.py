@@ -308,6 +308,12 @@ CORRUPTIONS: dict[str, Corruption] = {
     "snapshots-garbage": garble_snapshots,
     "meta-properties-garbled": garble_meta,
 }
+# damage to the active segment or to indexes that a start after a clean stop must detect itself
+DETECTED_AT_LOAD = {
+    "garbage-appended", "zeros-appended", "tail-cut-1", "tail-cut-100", "tail-cut-3000",
+    "active-emptied", "active-last-batch-record-flip", "index-garbage", "index-zeroed",
+    "index-active-cut", "timeindex-garbage", "timeindex-active-zeroed",
+}
 # what `make test` runs: one of each kind of damage, fast
 FAST = [
     ("garbage-appended", "clean"),
@@ -393,6 +399,10 @@ def test_corruption(tmp_path: Path, brokers: list[BrokerProcess], corruption: st
         (data / "meta.properties").write_bytes(meta)
 
     b2 = _start(brokers, data)
+    if mode == "clean" and corruption in DETECTED_AT_LOAD:
+        # no recovery after a clean stop: the checks every start makes must find and log it
+        assert any("Found a corrupt index or log tail" in line and ".log" in line for line in b2.lines), \
+            b2.log_text()[-3000:]
     phase2: dict[int, bytes] = {}
     failed2 = _produce_phase(b2, 2, PHASE2_BATCHES, phase2)
     assert b2.stop() == 0

@@ -257,14 +257,14 @@ def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate:
 def resolve_jars(source: str, kafka_jars: str | None) -> list[str]:
     """The `spark.jars` a run needs: Spark's kafka connector for source "kafka", none for the
     Python source. Raises kafka_jars.KafkaJarsNotFound (with what to do) before Spark starts."""
-    from pyspark import __version__
-
     from spark_connector.pipelines.kafka_jars import KafkaJarsNotFound, kafka_connector_jars
 
     if source != "kafka":
         if kafka_jars:
             raise KafkaJarsNotFound("--kafka-jars is for --source kafka")
         return []
+    from pyspark import __version__
+
     return kafka_connector_jars(kafka_jars, __version__)
 
 

@@ -109,7 +109,8 @@ def test_clickstream_takes_the_shared_bootstrap_option(
     assert r.exit_code == 0, r.output
     assert clickstream_runs == [{
         "bootstrap": expected, "output": Path("clickstream-output"), "events": 7,
-        "available_now": True, "rate": 20.0, "spacing_ms": 100, "trigger_seconds": 5}]
+        "available_now": True, "rate": 20.0, "spacing_ms": 100, "trigger_seconds": 5,
+        "source": "odradek", "jars": []}]
 
 
 def test_clickstream_keeps_the_pipelines_own_options_and_exit_code(
@@ -123,6 +124,6 @@ def test_clickstream_keeps_the_pipelines_own_options_and_exit_code(
     assert r.exit_code == 3
     assert clickstream_runs == [{"args": ("x:1", Path("out")), "events": 600,
                                  "available_now": False, "rate": 50.0, "spacing_ms": 100,
-                                 "trigger_seconds": 2}]
+                                 "trigger_seconds": 2, "source": "odradek", "jars": []}]
     r = run_cli("pipeline", "clickstream", "--timeout", "5")  # no --timeout: nothing to wait on
     assert r.exit_code == 2 and "No such option '--timeout'" in r.output

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.replica")
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
 
 
 _NO_LOG_START_OFFSET = frozenset({
@@ -112,6 +114,17 @@ class Partition:
                 if self.is_leader and self.log.roll_due(len(buf)):
                     await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
                 return self.append_records_to_leader(buf, required_acks, now_ms)
+        finally:
+            self._appends_waiting -= 1
+
+    async def run_exclusive(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run blocking log work ``fn(*args)`` (it takes the log's lock and writes files) in an
+        executor, with appends to this partition queued behind it (in order) rather than the
+        event loop blocking on the log's lock meanwhile. DeleteRecords uses it."""
+        self._appends_waiting += 1
+        try:
+            async with self._append_lock:
+                return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
         finally:
             self._appends_waiting -= 1
 

@@ -5,8 +5,9 @@ ftruncate, open, unlink, rename, rmdir, mkdir or mmap made on the loop thread af
 logged as ``blocking file syscall on the event loop``. The workload covers what used to block:
 topic creation (segments and preallocated indexes created), the first append of a leader epoch
 (its checkpoint), many segment rolls (tiny segment.bytes), fetches, a consumer group (creating
-``__consumer_offsets``'s 50 partitions and appending commits to it), adding partitions and deleting
-topics. The appends themselves (pwrite) are the exception the design keeps on the loop."""
+``__consumer_offsets``'s 50 partitions and appending commits to it), DeleteRecords (epochs and
+producer snapshots below the new log start offset), adding partitions, deleting topics and
+creating one again. The appends themselves (pwrite) are the exception the design keeps on the loop."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.broker_process import FAST_GROUPS, BrokerProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import NewPartitions, NewTopic
 
 REPORT = "blocking file syscall on the event loop"
@@ -83,6 +84,8 @@ def test_no_blocking_file_syscalls_on_the_loop(audited: BrokerProcess) -> None:
         consumer.close()
         assert got == RECORDS
 
+        # DeleteRecords: the log start offset passes leader epochs and producer snapshots
+        admin.delete_records({TopicPartition("rolls", 0): RECORDS // 6})
         admin.create_partitions({"gone": NewPartitions(4)})
         admin.delete_topics(["gone", "rolls"])
         _wait_deleted(admin, {"gone", "rolls"})

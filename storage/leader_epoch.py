@@ -12,10 +12,11 @@ Invariants:
   every trailing entry whose epoch or start offset is >= the new one's (Kafka's
   ``maybeTruncateNonMonotonicEntries``).
 * Epochs and start offsets are >= 0; :meth:`assign` raises ValueError otherwise.
-* The checkpoint file is rewritten (atomically, fsynced) after every change: assign, either
-  truncation, clear_and_flush. Kafka flushes truncations asynchronously and then restores the
-  cache on log loading; writing synchronously gives the same file contents with less to reason
-  about. Loading from the file never writes it.
+* The checkpoint file is rewritten (atomically, fsynced) after every change -- assign, either
+  truncation, clear_and_flush -- except an ``assign(..., flush=False)`` from the append path on
+  the event loop, which only marks the cache dirty: the log's flush (an executor) writes it with
+  :meth:`flush_if_dirty` before the recovery point moves past the new entry, and recovery
+  re-assigns epochs from the batches above the recovery point. Loading never writes the file.
 
 Who may call: the owner of the partition's log (the task that appends to and truncates it), one
 call at a time -- there is no lock. Methods that change the cache do blocking file I/O.

@@ -37,8 +37,10 @@ Invariants:
   watermark.
 
 Who may call, and threads: one asyncio task owns a Log and calls it on the event loop thread.
-Blocking work may be moved to an executor: :meth:`Log.flush` (fsync; it never waits for the
-log's lock, so appends go on meanwhile), :meth:`Log.delete_old_segments`,
+Blocking work may be moved to an executor: :meth:`Log.flush` (fsync, and the leader-epoch
+checkpoint the append path only marks dirty; it never waits for the log's lock, so appends go on
+meanwhile), :meth:`Log.roll` (the broker asks :meth:`Log.roll_due` before an append and rolls in
+an executor, its appends to the partition waiting meanwhile), :meth:`Log.delete_old_segments`,
 :meth:`Log.delete_expired_files` (retention; renames and unlinks) and
 :meth:`Log.remove_expired_producers`. To make that safe, every method
 that changes segments or offsets holds the log's lock (uncontended on the append path), and the

@@ -384,8 +384,9 @@ class LogManager:
         return written
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
-        """fsync what flush.ms / flush.messages or a roll has made due, and new logs'
-        partition.metadata; returns logs flushed."""
+        """fsync what flush.ms / flush.messages or a roll has made due, new logs'
+        partition.metadata, and leader-epoch checkpoints the append path marked dirty; returns
+        logs flushed."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self.flush_partition_metadata()
         flushed = 0

@@ -3,7 +3,7 @@ line, exits 1 and leaves the log dirs as they were; a shutdown does what it can,
 disk, and a second signal forces it.
 
 Full-disk and read-only-dir cases run the broker in its own user + mount namespace
-(`unshare -rm`) over a small tmpfs mounted on its log dir: the mount dies with the process, so
+(`unshare -m`, with `-r` when not root) over a small tmpfs mounted on its log dir: the mount dies with the process, so
 nothing is left mounted whatever happens to the test."""
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from tests.broker_process import REPO, BrokerProcess, free_port
 from tests.raw_client import RawConnection
 
 SERVE = [sys.executable, "-m", "clients.cli", "serve"]
+# root needs no user namespace for a private mount one (and some hosts forbid unprivileged ones)
+UNSHARE = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
 
 
 def serve(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -71,7 +73,8 @@ def stopped_dir(tmp_path: Path) -> Path:
 
 class NamespacedBroker(BrokerProcess):
     """A broker whose log dir is a fresh tmpfs of `size` (or read-only with `read_only`), in a
-    private mount namespace. `unshare` execs (no fork), so signals reach the broker itself."""
+    private mount namespace. `unshare` and `sh` exec (no fork), so signals reach the broker
+    itself; the mount disappears with the process."""
 
     def __init__(self, log_dir: Path, size: str = "4m", read_only: bool = False, **kw: object) -> None:
         super().__init__(log_dir, **kw)  # type: ignore[arg-type]
@@ -79,7 +82,7 @@ class NamespacedBroker(BrokerProcess):
 
     def command(self) -> list[str]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        cmd = ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o {self.options} tmpfs "$0" && exec "$@"',
+        cmd = [*UNSHARE, "sh", "-c", f'mount -t tmpfs -o {self.options} tmpfs "$0" && exec "$@"',
                str(self.log_dir), *SERVE, "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
                "--log-dirs", str(self.log_dir)]
         for o in self.overrides:
@@ -94,9 +97,9 @@ class NamespacedBroker(BrokerProcess):
 
 @pytest.fixture(scope="module")
 def can_unshare() -> None:
-    """The namespaced tests need `unshare -rm` and tmpfs mounts; missing, they fail loudly."""
+    """The namespaced tests need `unshare` and tmpfs mounts; missing, they fail loudly."""
     assert shutil.which("unshare"), "unshare (util-linux) is required by the full-disk tests"
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+    probe = subprocess.run([*UNSHARE, "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
                            capture_output=True, text=True, timeout=30)
     assert probe.returncode == 0, f"user+mount namespaces are required by the full-disk tests: {probe.stderr}"
 

@@ -2,9 +2,9 @@
 line, exits 1 and leaves the log dirs as they were; a shutdown does what it can, even on a full
 disk, and a second signal forces it.
 
-Full-disk and read-only-dir cases run the broker in its own user + mount namespace
-(`unshare -m`, with `-r` when not root) over a small tmpfs mounted on its log dir: the mount dies with the process, so
-nothing is left mounted whatever happens to the test."""
+Full-disk and read-only-dir cases run the broker in its own mount namespace (`unshare -m`, plus
+a user namespace `-r` when not root) over a small tmpfs mounted on its log dir: the mount dies
+with the process, so nothing is left mounted whatever happens to the test."""
 
 from __future__ import annotations
 

@@ -142,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self.last_active = time.monotonic()  # the client took our bytes: it is not idle
         self._pump()
         self._update_reading()
 
@@ -410,4 +411,8 @@ class KafkaConnection(asyncio.Protocol):
 
     @property
     def idle_seconds(self) -> float:
-        return 0.0 if self.pending or self.outgoing else time.monotonic() - self.last_active
+        """Time since the client last sent us bytes or took some of ours (Kafka's channel idle
+        time); a request still being handled (a long poll) is not idleness. Unsent responses do
+        not count as activity, so a client that never reads is closed after
+        connections.max.idle.ms instead of holding its responses forever."""
+        return 0.0 if self.pending else time.monotonic() - self.last_active

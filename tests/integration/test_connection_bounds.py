@@ -239,3 +239,18 @@ def test_a_burst_of_bad_frames_is_logged_at_a_bounded_rate(broker: BrokerProcess
     assert len(warnings) <= 10, f"{len(warnings)} warning lines for 300 bad frames"
     assert "suppressed=290" in line
     assert api_versions_ok(broker)
+
+
+@pytest.mark.parametrize("broker", [["connections.max.idle.ms=1000"]], indirect=True)
+def test_a_client_that_never_reads_its_responses_is_closed_when_idle(broker: BrokerProcess) -> None:
+    """Responses waiting for a client that never reads are not activity: the connection is
+    closed after connections.max.idle.ms, freeing what it holds."""
+    fill_topic(broker)
+    after = len(broker.lines)
+    s = small_rcvbuf_socket(broker.port)
+    try:
+        s.sendall(b"".join(fetch_frame(i) for i in range(8)))
+        broker.wait_for_line("closing idle connection", timeout=10, after=after)
+    finally:
+        s.close()
+    assert api_versions_ok(broker)

@@ -181,7 +181,8 @@ def test_second_log_dir_locked_writes_nothing_to_the_first(tmp_path: Path) -> No
     (["--override", "process.roles=broker,controller"], ["process.roles", "ZooKeeper mode"]),
     (["--override", "controller.quorum.voters=1@localhost:9093"], ["controller.quorum.voters", "ZooKeeper mode"]),
     (["--override", "node.id=1", "--broker-id", "2"], ["node.id", "broker.id"]),
-], ids=["log-level", "port-99999", "ssl", "sasl", "process.roles", "quorum.voters", "node.id-mismatch"])
+    (["--override", "zookeeper.connect=localhost:2181"], ["zookeeper.connect"]),
+], ids=["log-level", "port-99999", "ssl", "sasl", "process.roles", "quorum.voters", "node.id-mismatch", "zookeeper"])
 def test_bad_settings_refused_before_the_log_dir_exists(tmp_path: Path, args: list[str], needles: list[str]) -> None:
     d = tmp_path / "data"
     proc = serve("--log-dirs", str(d), *(args if "--listeners" in args else

@@ -106,12 +106,12 @@ class Partition:
         partition keep their arrival order: the first that must wait takes a FIFO lock, and
         every later append queues behind it until no append waits any more. The common case
         (no roll due, nobody waiting) appends without an await."""
-        if not self._appends_waiting and not self.log.roll_due(len(buf)):
+        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
             return self.append_records_to_leader(buf, required_acks, now_ms)
         self._appends_waiting += 1
         try:
             async with self._append_lock:
-                if self.is_leader and self.log.roll_due(len(buf)):
+                if self.is_leader and self.log.roll_due(buf, now_ms):
                     await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
                 return self.append_records_to_leader(buf, required_acks, now_ms)
         finally:

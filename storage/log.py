@@ -812,22 +812,28 @@ class Log:
         )
         return self.roll(first_offset)
 
-    def roll_due(self, messages_size: int) -> bool:
-        """Whether an append of up to ``messages_size`` bytes would roll the active segment
-        because of its size or a full index (cheap: no file access). Why: a roll opens files,
-        sizes and maps two preallocated indexes and writes a snapshot -- milliseconds of
-        blocking file work -- so the broker asks this first and, when it says yes, runs
-        :meth:`roll` in an executor before appending. Rolls for segment.ms depend on the
-        batches' timestamps and an offset overflow on their offsets: the append itself still
-        decides those (and rolls inline, which happens at most once per segment.ms)."""
+    def roll_due(self, buf: bytes | bytearray | memoryview, now_ms: int) -> bool:
+        """Whether appending ``buf`` would roll the active segment (cheap: no decoding, no file
+        access once the segment's first timestamp is known). Why: a roll opens files, sizes and
+        maps two preallocated indexes and writes a snapshot -- milliseconds of blocking file
+        work -- so the broker asks this first and, when it says yes, runs :meth:`roll` in an
+        executor before appending. The same four conditions as the append's (size, segment.ms by
+        the batch's max timestamp, a full index, relative-offset overflow), judged from the first
+        batch header (a produce request holds one batch); when they misjudge, the append still
+        rolls inline."""
         seg = self._segments[-1]
         if seg.size == 0:  # rolling an empty segment helps nothing; the append decides
             return False
-        if seg.size > self._config.segment_bytes - messages_size:
-            return True
-        oi = seg.offset_index
-        ti = seg.time_index
-        return oi.entries >= oi.max_entries or ti.entries >= ti.max_entries - 1
+        n = len(buf)
+        max_ts, last_delta = -1, 0
+        if n >= HEADER_SIZE:
+            h = _unpack_header(buf, 0)
+            max_ts = now_ms if self._append_time else h[8]
+            last_delta = max(h[6], 0)
+        cfg = self._config
+        return seg.should_roll(
+            cfg.segment_bytes, cfg.segment_ms, max_ts, self._log_end_offset + last_delta, n, now_ms
+        )
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one

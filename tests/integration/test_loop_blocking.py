@@ -4,7 +4,7 @@ A real broker runs with ``ODRADEK_AUDIT_LOOP_IO=1`` (broker.loop_audit): every f
 ftruncate, open, unlink, rename, rmdir, mkdir or mmap made on the loop thread after start-up is
 logged as ``blocking file syscall on the event loop``. The workload covers what used to block:
 topic creation (segments and preallocated indexes created), the first append of a leader epoch
-(its checkpoint), many segment rolls (tiny segment.bytes), fetches, a consumer group (creating
+(its checkpoint), many segment rolls (tiny segment.bytes, and segment.ms), fetches, a consumer group (creating
 ``__consumer_offsets``'s 50 partitions and appending commits to it), DeleteRecords (epochs and
 producer snapshots below the new log start offset), adding partitions, deleting topics and
 creating one again. The appends themselves (pwrite) are the exception the design keeps on the loop."""
@@ -29,6 +29,11 @@ with warnings.catch_warnings():
 REPORT = "blocking file syscall on the event loop"
 SEGMENT_BYTES = 4096
 RECORDS = 2000
+SEGMENT_MS = 100
+
+
+def _rolled(broker: BrokerProcess, partition: str) -> list[str]:
+    return [line for line in broker.lines if f"Rolled new log segment of {partition} " in line]
 
 
 @pytest.fixture
@@ -55,6 +60,7 @@ def test_no_blocking_file_syscalls_on_the_loop(audited: BrokerProcess) -> None:
         admin.create_topics([
             NewTopic("rolls", 3, 1, topic_configs={"segment.bytes": str(SEGMENT_BYTES)}),
             NewTopic("gone", 2, 1),
+            NewTopic("aged", 1, 1, topic_configs={"segment.ms": str(SEGMENT_MS)}),
         ])
         producer = KafkaProducer(bootstrap_servers=audited.bootstrap, acks="all", linger_ms=0)
         value = b"v" * 200
@@ -62,6 +68,13 @@ def test_no_blocking_file_syscalls_on_the_loop(audited: BrokerProcess) -> None:
         futures += [producer.send("gone", value, partition=i % 2) for i in range(50)]
         for f in futures:
             f.get(timeout=30)
+        # segment.ms rolls: decided by the batches' timestamps, so produced over some time
+        deadline = time.monotonic() + 20
+        for i in range(20_000):
+            producer.send("aged", value).get(timeout=30)
+            if i % 20 == 0 and len(_rolled(audited, "aged-0")) >= 3:
+                break
+            assert time.monotonic() < deadline, "no three segment.ms rolls within 20 s"
         producer.close()
 
         consumer = KafkaConsumer(

@@ -12,13 +12,21 @@ the names), in order:
    are removed and the ``.swap`` suffix is dropped.
 3. Index files without a ``.log`` are removed; every ``.log`` becomes a segment. A segment whose
    offset index is missing or whose transaction index is corrupt is recovered on the spot.
-4. Unless the shutdown was clean, every segment from the one holding the recovery point on is
-   recovered (LogSegment.recover: re-validated, indexes rebuilt, torn tail truncated). At the
-   first segment that loses bytes, all later segments are removed: the log is a valid prefix.
-5. If the log end is below the log start offset checkpoint every segment is removed; an empty
+4. Every start, clean or not (issue #12): each segment that step 5 will not recover anyway is
+   checked (storage.log_integrity) -- its indexes (whole entries, monotonic, inside the segment,
+   last entry at a valid batch) and, for the active segment, the bytes from its last index entry
+   to its end (whole valid batches). A segment that fails is recovered, so nothing is ever
+   appended after bytes that are not valid batches and a damaged tail never stops a start.
+5. Unless the shutdown was clean (or the recovery-point checkpoint was unreadable), every
+   segment from the one holding the recovery point on is recovered (LogSegment.recover:
+   re-validated, indexes rebuilt, torn tail truncated). A segment that loses bytes is cut at
+   its first invalid batch; when later segments follow, that is damage, not a torn write: it is
+   logged as an error and the later segments are kept (each recovered in turn; Kafka deletes
+   them). An unreadable leader-epoch-checkpoint is rebuilt from the batch headers.
+6. If the log end is below the log start offset checkpoint every segment is removed; an empty
    directory gets one empty segment at the log start offset. The active segment's indexes get
    their full preallocated size back.
-6. Producer state (``<offset>.snapshot`` files, see storage.producer_state), Kafka's
+7. Producer state (``<offset>.snapshot`` files, see storage.producer_state), Kafka's
    ``LogLoader.load`` + ``UnifiedLog.rebuildProducerState``: snapshots at no segment base are
    removed (except the newest when it is past every base: the one written at clean shutdown),
    then :func:`rebuild_producer_state` loads the newest snapshot <= the log end offset and

@@ -107,6 +107,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self.write_paused = False
         self.read_paused = False
+        self.parsing = False
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -148,11 +149,25 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        self.buffer += data
+        self._parse()
+
+    def _parse(self) -> None:
+        """Dispatch the complete frames in the buffer while the connection is not muted: frames
+        that arrived in the same read as the request that muted it wait, as unread ones do."""
+        if self.parsing:
+            return
+        self.parsing = True
+        try:
+            self._parse_frames()
+        finally:
+            self.parsing = False
+
+    def _parse_frames(self) -> None:
         buf = self.buffer
-        buf += data
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
+        while end - pos >= 4 and not self.read_paused:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request:
                 self.abort(
@@ -174,8 +189,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
         if pos:
             del buf[:pos]
-        if buf:
-            self._partial_request(buf)
+        if buf and (len(buf) < 4 or len(buf) - 4 < _SIZE.unpack_from(buf, 0)[0]):
+            self._partial_request(buf)  # not when whole frames merely wait for an unmute
 
     def eof_received(self) -> bool | None:
         return None  # close when the client half-closes
@@ -391,6 +406,8 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
             if self.receive_timer is not None:
                 self._restart_receive_timer()
+            if len(self.buffer) >= 4:
+                self._parse()  # frames held back while muted
 
     # -- closing ----------------------------------------------------------------------------
 

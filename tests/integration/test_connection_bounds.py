@@ -20,9 +20,16 @@ from pathlib import Path
 import pytest
 
 from protocol.framing import decode_response, encode_request_frame
-from protocol.messages import ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ProduceRequest
+from protocol.messages import (
+    ApiVersionsRequest,
+    CreateTopicsRequest,
+    FetchRequest,
+    ListOffsetsRequest,
+    ProduceRequest,
+)
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
+from protocol.messages import list_offsets_request as lr
 from protocol.messages import produce_request as pr
 from protocol.records import Record, build_batch
 from tests.broker_process import BrokerProcess
@@ -66,10 +73,25 @@ def fill_topic(b: BrokerProcess) -> list[bytes]:
     return values
 
 
-def fetch_frame(corr: int, offset: int = 0, max_bytes: int = 8 << 20) -> bytes:
+def create_topic(b: BrokerProcess, name: str) -> None:
+    with RawConnection(b.port) as c:
+        resp = c.call(19, 5, CreateTopicsRequest(timeout_ms=10000, topics=[
+            ct.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+        assert resp.topics[0].error_code == 0
+
+
+def log_end_offset(b: BrokerProcess, topic: str) -> int:
+    with RawConnection(b.port) as c:
+        resp = c.call(2, 7, ListOffsetsRequest(replica_id=-1, topics=[lr.ListOffsetsTopic(
+            name=topic, partitions=[lr.ListOffsetsPartition(partition_index=0, timestamp=-1)])]))
+        return int(resp.topics[0].partitions[0].offset)
+
+
+def fetch_frame(corr: int, offset: int = 0, max_bytes: int = 8 << 20, topic: str = TOPIC,
+                max_wait_ms: int = 0) -> bytes:
     return encode_request_frame(1, 12, corr, "t", FetchRequest(
-        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, session_epoch=-1,
-        topics=[fr.FetchTopic(topic=TOPIC, partitions=[
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, session_epoch=-1,
+        topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)])]))
 
 
@@ -254,3 +276,34 @@ def test_a_client_that_never_reads_its_responses_is_closed_when_idle(broker: Bro
     finally:
         s.close()
     assert api_versions_ok(broker)
+
+
+@pytest.mark.parametrize("broker", [["queued.max.response.bytes=4096"]], indirect=True)
+def test_unsent_responses_over_the_bound_stop_reading_the_connection(broker: BrokerProcess) -> None:
+    """A long poll at the head holds back the responses behind it; once those exceed
+    queued.max.response.bytes the broker stops reading the connection (Kafka mutes it), so a
+    produce sent after them is not even read until the responses drain."""
+    create_topic(broker, "idle")
+    create_topic(broker, "x")
+    batch = build_batch([Record(value=b"v")], base_timestamp=1)
+    produce = encode_request_frame(0, 9, 99, "t", ProduceRequest(acks=0, timeout_ms=10000, topic_data=[
+        pr.TopicProduceData(name="x", partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
+        # ~30 ApiVersions answers of ~400 bytes queue behind the 3 s long poll: > 4096 bytes
+        s.sendall(fetch_frame(0, topic="idle", max_wait_ms=3000)
+                  + b"".join(api_versions_frame(i) for i in range(1, 31)))
+        # no event tells a client that the broker has answered requests it does not read; the
+        # answers take microseconds, and the long poll holds them for 3 s
+        time.sleep(0.5)
+        s.sendall(produce)
+        sent = time.monotonic()
+        while time.monotonic() - sent < 1.0:  # bounded: the produce must stay unread meanwhile
+            assert log_end_offset(broker, "x") == 0, "the connection was read past the bound"
+            time.sleep(0.1)
+        for corr in range(31):  # draining the responses lets the broker read on
+            size = struct.unpack(">i", recv_exact(s, 4))[0]
+            assert struct.unpack_from(">i", recv_exact(s, size))[0] == corr
+        deadline = time.monotonic() + 10
+        while log_end_offset(broker, "x") != 1:
+            assert time.monotonic() < deadline, "the produce was never read after the responses drained"
+            time.sleep(0.05)

@@ -103,9 +103,9 @@ def test_a_garbled_meta_properties_is_detected(tmp_path: Path, content: bytes) -
     d = tmp_path / "logs"
     d.mkdir()
     (d / "meta.properties").write_bytes(content)
-    with pytest.raises(CheckpointFormatError, match="meta.properties"):
+    with pytest.raises(CheckpointFormatError, match=r"meta\.properties"):
         read_meta_properties(d / "meta.properties")
-    with pytest.raises(CheckpointFormatError, match="meta.properties"):
+    with pytest.raises(CheckpointFormatError, match=r"meta\.properties"):
         LogManager.open(config(d))
     assert (d / "meta.properties").read_bytes() == content  # left as found
 

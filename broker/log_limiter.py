@@ -28,8 +28,10 @@ class RateLimitedLog:
         max_lines: int = 10,
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        about: str = "client input",
     ) -> None:
         self.logger = logger
+        self.about = about
         self.max_lines = max_lines
         self.interval_s = interval_s
         self.clock = clock
@@ -39,7 +41,14 @@ class RateLimitedLog:
         self._summary_scheduled = False
 
     def warning(self, event: str, **details: Any) -> bool:
-        """Log `event` unless this interval's quota is spent; True when it was written."""
+        """Log `event` at warning level unless this interval's quota is spent; True when written."""
+        return self.log("warning", event, **details)
+
+    def error(self, event: str, **details: Any) -> bool:
+        """As warning(), at error level (e.g. with exc_info)."""
+        return self.log("error", event, **details)
+
+    def log(self, level: str, event: str, **details: Any) -> bool:
         now = self.clock()
         if now - self.window_start >= self.interval_s:
             self.flush()
@@ -47,7 +56,7 @@ class RateLimitedLog:
             self.lines = 0
         if self.lines < self.max_lines:
             self.lines += 1
-            self.logger.warning(event, **details)
+            getattr(self.logger, level)(event, **details)
             return True
         self.suppressed += 1
         self._schedule_summary(now)
@@ -58,7 +67,7 @@ class RateLimitedLog:
         self._summary_scheduled = False
         if self.suppressed:
             self.logger.warning(
-                "suppressed warnings about client input",
+                f"suppressed warnings about {self.about}",
                 suppressed=self.suppressed,
                 interval_s=self.interval_s,
             )

@@ -61,6 +61,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.network")
 # every line a client can cause at will goes through this (at most 10 per 10 s, then a summary)
 client_input_log = RateLimitedLog(log)
+# a handler exception is our bug, but if a client can trigger it, it can trigger it in a loop
+handler_error_log = RateLimitedLog(log, about="failed request handlers")
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64
@@ -320,7 +322,7 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             exc = fut.exception()
             if exc is not None:
-                log.error("request handler failed; closing connection", peer=self.peer, exc_info=exc)
+                handler_error_log.error("request handler failed; closing connection", peer=self.peer, exc_info=exc)
                 self.close()
                 return
             chunks = fut.result()

@@ -33,3 +33,22 @@ def test_flush_without_suppression_writes_nothing() -> None:
     limiter.warning("x")
     limiter.flush()
     assert len(rec.lines) == 1
+
+
+def test_errors_share_the_quota_and_name_what_was_suppressed() -> None:
+    now = [0.0]
+    levels: list[str] = []
+
+    class Levels:
+        def warning(self, event: str, **kw: Any) -> None:
+            levels.append(f"warning:{event}")
+
+        def error(self, event: str, **kw: Any) -> None:
+            levels.append(f"error:{event}")
+
+    limiter = RateLimitedLog(Levels(), max_lines=2, interval_s=1.0, clock=lambda: now[0], about="failed handlers")
+    for _ in range(5):
+        limiter.error("handler failed")
+    now[0] = 1.0
+    limiter.flush()
+    assert levels == ["error:handler failed"] * 2 + ["warning:suppressed warnings about failed handlers"]

@@ -34,6 +34,15 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     return ErrorCode.NONE, node.broker_id, node.host, node.port
 
 
+async def _hosted(ctx: RequestContext, keys: list[str]) -> None:
+    """A coordinator partition of `__consumer_offsets` just created is hosted by an executor job:
+    answer once it is (the controller's committed()), so the client's next JoinGroup does not
+    get NOT_COORDINATOR. Nothing waits once the partitions exist."""
+    gc = ctx.server.group_coordinator
+    if any(not gc.is_coordinator_for(k) for k in keys):
+        await ctx.server.controller.committed()
+
+
 def _message(code: int) -> str:
     return "NONE" if code == 0 else error_info(code).message
 
@@ -47,11 +56,12 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
             coordinators.append(
                 Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=_message(code))
             )
-        await ctx.server.controller.committed()  # __consumer_offsets created: durable and hosted
+        await _hosted(ctx, [c.key for c in coordinators if c.error_code == ErrorCode.NONE])
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = req.key_type if ctx.version >= 1 else 0
     code, node_id, host, port = _lookup(ctx, req.key, key_type)
-    await ctx.server.controller.committed()  # __consumer_offsets created: durable and hosted
+    if code == ErrorCode.NONE:
+        await _hosted(ctx, [req.key])
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=code, error_message=_message(code), node_id=node_id, host=host, port=port
     )

@@ -61,6 +61,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.version
     allow_auto = cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
 
+    auto_created = False
     if req.topics is None or (v == 0 and not req.topics):
         topics = [topic_response(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
     else:
@@ -76,6 +77,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             t = image.topics.get(name)
             if t is None and allow_auto and name not in INTERNAL_TOPICS:
                 try:
+                    auto_created = True
                     t = controller.create_topic(
                         name, cfg["num.partitions"], min(cfg["default.replication.factor"], len(image.brokers))
                     )
@@ -97,7 +99,8 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:
             t.topic_authorized_operations = TOPIC_OPERATIONS
-    await ctx.server.controller.committed()  # auto-created topics: durable and hosted first
+    if auto_created:  # durable and hosted first; other Metadata never waits for the disk
+        await ctx.server.controller.committed()
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)

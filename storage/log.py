@@ -637,13 +637,15 @@ class Log:
             if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
                 seg = self._roll_for_append(seg, first_offset)
             seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+            if leader_epoch != self._last_assigned_epoch:
+                # before the LEO moves: a concurrent flush() that syncs these offsets then also
+                # writes the epoch (it is only marked dirty here) before the recovery point passes it
+                self._assign_epoch(leader_epoch, first_offset)
             self._log_end_offset = next_offset
             if analysis is None:
                 self._producer_state.update_map_end_offset(next_offset)
             else:
                 self._apply_producer_state(seg, analysis, next_offset)
-            if leader_epoch != self._last_assigned_epoch:
-                self._assign_epoch(leader_epoch, first_offset)
             return LogAppendInfo(
                 first_offset,
                 last_offset,

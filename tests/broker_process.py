@@ -37,17 +37,20 @@ class LoggedProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready_marker = ""
+        self._ready = False
         self._started = threading.Event()
         self._new_line = threading.Condition()
         self._reader: threading.Thread | None = None
 
     def _spawn(self, cmd: list[str], ready_marker: str, timeout: float, **popen: Any) -> None:
         self._ready_marker = ready_marker
+        self._ready = False
         self._started.clear()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self._reader.start()
-        if not self._started.wait(timeout) or self.proc.poll() is not None:
+        # the reader also sets _started at end of output: only the marker itself means ready
+        if not self._started.wait(timeout) or not self._ready or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError(f"{self.what} did not start:\n" + "\n".join(self.lines[-40:]))
 
@@ -58,6 +61,7 @@ class LoggedProcess:
                 self.lines.append(line.rstrip("\n"))
                 self._new_line.notify_all()
             if self._ready_marker in line:
+                self._ready = True
                 self._started.set()
         self._started.set()  # process ended: unblock _spawn()
 

@@ -497,7 +497,8 @@ class LogSegment:
             log.error(
                 "Could not cut %s back to %d bytes after a failed append: %s", self._file.path, size, e
             )
-        log.warning("Failed append to %s undone: the segment is back to %d bytes", self._file.path, size)
+        # debug: the broker warns once per partition with the error (a full disk fails every append)
+        log.debug("Failed append to %s undone: the segment is back to %d bytes", self._file.path, size)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -250,10 +250,9 @@ def test_full_disk_storage_error_warned_once_per_partition_and_sigterm_exits_0(
             for _ in range(20):  # many more failing requests: still one warning per partition
                 assert produce(c, "t", [0, 1], os.urandom(60_000)) == {
                     0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.KAFKA_STORAGE_ERROR}
-            # nothing more is warned per request (the segment's own "append undone" note, from
-            # the all-or-nothing append, is excluded here: see the issue #12 report)
+            # nothing more is warned or logged as an error per request
             repeated = [line for line in b.lines[mark:] if "level='warning'" in line or "level='error'" in line]
-            assert [line for line in repeated if "append to" not in line or "undone" not in line] == [], repeated
+            assert repeated == [], repeated
         warnings = [line for line in b.lines if "level='warning'" in line and "storage error" in line]
         assert sorted("partition=0" in w for w in warnings) == [False, True], warnings
         assert all("topic='t'" in w for w in warnings), warnings

@@ -307,3 +307,34 @@ def test_unsent_responses_over_the_bound_stop_reading_the_connection(broker: Bro
         while log_end_offset(broker, "x") != 1:
             assert time.monotonic() < deadline, "the produce was never read after the responses drained"
             time.sleep(0.05)
+
+
+@pytest.mark.parametrize("broker", [["queued.max.request.bytes=1000000"]], indirect=True)
+def test_a_request_waiting_for_pool_memory_is_served_once_memory_is_released(broker: BrokerProcess) -> None:
+    """A holds the whole pool with a request it never finishes; B's 600 kB produce does not fit
+    and B is not read; when A goes away B is read on and answered."""
+    create_topic(broker, "x")
+    batch = build_batch([Record(value=b"v" * 600_000)], base_timestamp=1)
+    produce = encode_request_frame(0, 9, 7, "t", ProduceRequest(acks=1, timeout_ms=10000, topic_data=[
+        pr.TopicProduceData(name="x", partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
+    a = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    b = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    try:
+        a.sendall(struct.pack(">i", 1_000_000) + b"\x00" * 1000)
+        assert api_versions_ok(broker)  # A's bytes were read: the pool is taken
+        b.sendall(produce[:100_000])
+        assert api_versions_ok(broker)  # B's first part was read too (or sits in the kernel)
+        b.sendall(produce[100_000:])
+        b.settimeout(1.0)  # bounded: no answer while A holds the pool
+        with pytest.raises(TimeoutError):
+            b.recv(1)
+        assert log_end_offset(broker, "x") == 0
+        a.close()
+        b.settimeout(10)
+        size = struct.unpack(">i", recv_exact(b, 4))[0]
+        corr, resp = decode_response(recv_exact(b, size), 0, 9)
+        assert corr == 7 and resp.responses[0].partition_responses[0].error_code == 0
+        assert log_end_offset(broker, "x") == 1
+    finally:
+        a.close()
+        b.close()

@@ -20,10 +20,21 @@ class RawConnection:
     def call(self, api_key: int, version: int, body: Any) -> Any:
         self.corr += 1
         self.sock.sendall(encode_request_frame(api_key, version, self.corr, self.client_id, body))
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        corr, resp = decode_response(self.sock.recv(size, socket.MSG_WAITALL), api_key, version)
+        (size,) = struct.unpack(">i", self.recv_exact(4))
+        corr, resp = decode_response(self.recv_exact(size), api_key, version)
         assert corr == self.corr
         return resp
+
+    def recv_exact(self, n: int) -> bytes:
+        """Exactly n bytes however they arrive: MSG_WAITALL does not wait on a socket with a
+        timeout, so a large answer could come back partial."""
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return bytes(buf)
 
     def close(self) -> None:
         self.sock.close()

@@ -38,7 +38,6 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
@@ -70,27 +69,8 @@ OVERRIDES = [
 # -- raw client ---------------------------------------------------------------------------------
 
 
-def _call(conn: RawConnection, api_key: int, version: int, body: Any) -> Any:
-    conn.corr += 1
-    conn.sock.sendall(encode_request_frame(api_key, version, conn.corr, conn.client_id, body))
-
-    def recv_exact(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = conn.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    (size,) = struct.unpack(">i", recv_exact(4))
-    corr, resp = decode_response(recv_exact(size), api_key, version)
-    assert corr == conn.corr
-    return resp
-
-
 def create_topic(conn: RawConnection) -> None:
-    resp = _call(conn, 19, 7, CreateTopicsRequest(timeout_ms=10000, topics=[ct.CreatableTopic(
+    resp = conn.call(19, 7, CreateTopicsRequest(timeout_ms=10000, topics=[ct.CreatableTopic(
         name=TOPIC, num_partitions=1, replication_factor=1, configs=[])]))
     assert resp.topics[0].error_code == 0, resp
 
@@ -99,14 +79,14 @@ def produce(conn: RawConnection, values: list[bytes]) -> tuple[int, int]:
     """One batch with acks=all: (error code, base offset)."""
     batch = build_batch([Record(0, i, i, None, v, []) for i, v in enumerate(values)],
                         base_timestamp=int(time.time() * 1000))
-    resp = _call(conn, 0, 9, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+    resp = conn.call(0, 9, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
         pr.TopicProduceData(name=TOPIC, partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
 
 
 def fetch(conn: RawConnection, offset: int) -> Any:
-    resp = _call(conn, 1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+    resp = conn.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
         session_epoch=-1, topics=[fr.FetchTopic(topic=TOPIC, partitions=[
             fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]))
     return resp.responses[0].partitions[0]

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.framing import decode_response, encode_request_frame
 from protocol.messages import (
     CreateTopicsRequest,
     FetchRequest,
@@ -54,29 +53,8 @@ def produce(conn: RawConnection, topic: str, values: list[bytes], partition: int
     return p.error_code, p.base_offset
 
 
-def call(conn: RawConnection, api_key: int, version: int, body: Any) -> Any:
-    """RawConnection.call, reading the answer whole however it arrives (MSG_WAITALL does not
-    wait on a socket with a timeout)."""
-    conn.corr += 1
-    conn.sock.sendall(encode_request_frame(api_key, version, conn.corr, conn.client_id, body))
-
-    def recv_exact(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = conn.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    (size,) = struct.unpack(">i", recv_exact(4))
-    corr, resp = decode_response(recv_exact(size), api_key, version)
-    assert corr == conn.corr
-    return resp
-
-
 def fetch(conn: RawConnection, topic: str, offset: int, max_bytes: int = 1 << 20) -> Any:
-    resp = call(conn, 1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
+    resp = conn.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes,
         session_epoch=-1, topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)])]))
     return resp.responses[0].partitions[0]
@@ -242,7 +220,7 @@ def test_a_failed_append_leaves_the_segment_as_it_was(data_dir: Path, started: l
 
 
 def alter_topic_config(conn: RawConnection, topic: str, key: str, value: str) -> int:
-    resp = call(conn, 44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+    resp = conn.call(44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
         resource_type=2, resource_name=topic, configs=[iac.AlterableConfig(name=key, config_operation=0, value=value)])]))
     return resp.responses[0].error_code
 

@@ -67,9 +67,9 @@ handler_error_log = RateLimitedLog(log, about="failed request handlers")
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64
 UNSUPPORTED_VERSION = 35
-FETCH_KEY = 1
 # a file region is written through the transport in pread chunks of at most this size when the
-# socket cannot take it directly (and is the transport's high-water mark)
+# socket cannot take it directly; the transport's high-water mark is a quarter of it, so one
+# chunk pauses writing until the transport's buffer is empty again
 STREAM_CHUNK = 256 * 1024
 
 _pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()

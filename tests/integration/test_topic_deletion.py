@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.broker_process import FAST_GROUPS, BrokerProcess
+from tests.broker_process import BrokerProcess
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -27,21 +25,9 @@ with warnings.catch_warnings():
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=FAST_GROUPS).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[KafkaAdminClient]:
-    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
-    try:
-        yield a
-    finally:
-        a.close()
+def broker(gbroker: BrokerProcess) -> BrokerProcess:
+    """conftest's consumer-group broker (FAST_GROUPS); `admin` is conftest's too."""
+    return gbroker
 
 
 def produce(broker: BrokerProcess, topic: str, n: int) -> None:

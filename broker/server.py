@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import resource
 import signal
 import socket
 import uuid
@@ -80,7 +82,12 @@ class BrokerServer:
         try:
             self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
         except (LogDirError, OSError) as e:
-            raise StartupError(str(e)) from e
+            hint = ""
+            if isinstance(e, OSError) and e.errno == errno.EMFILE:
+                soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                hint = (f" (loading the logs needs about one open file per partition; the limit is "
+                        f"{soft}, hard {hard}: raise it with ulimit -n and start again)")
+            raise StartupError(f"{e}{hint}") from e
         self.controller = EmbeddedController(
             cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id

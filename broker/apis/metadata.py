@@ -4,7 +4,8 @@
 * Unknown topics are auto-created (num.partitions, default.replication.factor) when the broker
   allows it (`auto.create.topics.enable`) and the request does (v4+ flag; always before v4);
   otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal names get INVALID_TOPIC_EXCEPTION. Internal
-  topics are never auto-created here (FindCoordinator creates them).
+  topics are never auto-created here (FindCoordinator creates them). Auto-creation is bounded as
+  CreateTopics is (max.broker.partitions, open files: POLICY_VIOLATION for that topic).
 * v10+ answers topic ids; v12 accepts lookups by id (name null) and answers UNKNOWN_TOPIC_ID.
 * Authorized operations (KIP-430), when asked for: every operation of the resource type, as Kafka
   answers without an authorizer (broker/authorized_operations.py); topics in v8+ (errored ones
@@ -16,6 +17,7 @@ from __future__ import annotations
 from broker.apis.registry import api
 from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, if_requested
 from broker.context import RequestContext
+from broker.partition_limits import check_broker_partitions, open_files
 from controller.metadata import INTERNAL_TOPICS, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import MetadataRequest, MetadataResponse
@@ -78,6 +80,9 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if t is None and allow_auto and name not in INTERNAL_TOPICS:
                 try:
                     auto_created = True
+                    # the same per-broker bounds as CreateTopics (max.broker.partitions, open files)
+                    check_broker_partitions(len(server.replica_manager.partitions), cfg["num.partitions"],
+                                            cfg["max.broker.partitions"], open_files())
                     t = controller.create_topic(
                         name, cfg["num.partitions"], min(cfg["default.replication.factor"], len(image.brokers))
                     )

@@ -13,12 +13,18 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, FetchRequest
+from protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    FetchRequest,
+    MetadataRequest,
+)
 from protocol.messages import create_partitions_request as cp
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
+from protocol.messages import metadata_request as mr
 from tests.broker_process import BrokerProcess
-from tests.integration.test_storage_integrity import call, produce
+from tests.integration.test_storage_integrity import produce
 from tests.raw_client import RawConnection
 
 
@@ -39,13 +45,13 @@ class LimitedFilesBroker(BrokerProcess):
 
 
 def create_topics(conn: RawConnection, topics: dict[str, int], validate_only: bool = False) -> dict[str, tuple[int, str | None]]:
-    resp = call(conn, 19, 7, CreateTopicsRequest(timeout_ms=600_000, validate_only=validate_only, topics=[
+    resp = conn.call(19, 7, CreateTopicsRequest(timeout_ms=600_000, validate_only=validate_only, topics=[
         ct.CreatableTopic(name=name, num_partitions=n, replication_factor=1) for name, n in topics.items()]))
     return {t.name: (t.error_code, t.error_message) for t in resp.topics}
 
 
 def create_partitions(conn: RawConnection, topic: str, count: int) -> tuple[int, str | None]:
-    resp = call(conn, 37, 3, CreatePartitionsRequest(timeout_ms=60_000, validate_only=False, topics=[
+    resp = conn.call(37, 3, CreatePartitionsRequest(timeout_ms=60_000, validate_only=False, topics=[
         cp.CreatePartitionsTopic(name=topic, count=count, assignments=None)]))
     r = resp.results[0]
     return r.error_code, r.error_message
@@ -88,6 +94,23 @@ def test_request_and_broker_partition_bounds(tmp_path: Path, started: list[Broke
         assert partition_dirs(data, "small") == 8
 
 
+def test_auto_created_topics_are_bounded_like_created_ones(tmp_path: Path, started: list[BrokerProcess]) -> None:
+    """A Metadata request that auto-creates a topic goes through the same per-broker bound as
+    CreateTopics: POLICY_VIOLATION for that topic, nothing created."""
+    data = tmp_path / "data"
+    b = BrokerProcess(data, overrides=["num.partitions=3", "max.broker.partitions=4"]).start()
+    started.append(b)
+    with RawConnection(b.port) as conn:
+        def auto_create(name: str) -> int:
+            resp = conn.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name=name)],
+                                                    allow_auto_topic_creation=True))
+            return resp.topics[0].error_code
+
+        assert auto_create("first") == 0 and partition_dirs(data, "first") == 3
+        assert auto_create("second") == ErrorCode.POLICY_VIOLATION  # 3 + 3 > 4
+        assert partition_dirs(data, "second") == 0
+
+
 def test_a_request_that_would_exhaust_open_files_is_refused_and_the_broker_restarts(
     tmp_path: Path, started: list[BrokerProcess]
 ) -> None:
@@ -112,7 +135,27 @@ def test_a_request_that_would_exhaust_open_files_is_refused_and_the_broker_resta
 
 
 def fetch_partition(conn: RawConnection, topic: str, partition: int) -> Any:
-    resp = call(conn, 1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+    resp = conn.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
         session_epoch=-1, topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)])]))
     return resp.responses[0].partitions[0]
+
+
+def test_a_start_with_more_partitions_than_open_files_names_the_limit(
+    tmp_path: Path, started: list[BrokerProcess]
+) -> None:
+    """Logs that need more descriptors than the hard limit allows: one line that names the limit
+    and says to raise it, exit 1 -- not a bare 'Too many open files'."""
+    data = tmp_path / "data"
+    b = BrokerProcess(data, overrides=["auto.create.topics.enable=false"]).start()
+    started.append(b)
+    with RawConnection(b.port) as conn:
+        assert create_topics(conn, {"wide": 400})["wide"][0] == 0
+    assert b.stop() == 0
+    low = LimitedFilesBroker(data, 256, 256, port=b.port, overrides=["auto.create.topics.enable=false"])
+    with pytest.raises(RuntimeError):
+        low.start()
+    assert low.proc is not None and low.proc.returncode == 1
+    fatal = [line for line in low.lines if "fatal error during broker startup" in line]
+    assert len(fatal) == 1 and "raise it with ulimit -n" in fatal[0] and "256" in fatal[0], low.lines[-5:]
+    assert not any("Traceback" in line for line in low.lines)

@@ -102,6 +102,7 @@ class KafkaConnection(asyncio.Protocol):
         self.outgoing: collections.deque[Any] = collections.deque()
         self.unsent = 0
         self.region_sent = 0  # bytes of outgoing[0] already sent when it is a FileRecords
+        self.sent_waiters: list[asyncio.Future[None]] = []  # wait_sent() callers (shutdown)
         self.reserved = 0  # bytes of the pool held by the request being received
         self.memory_wait = False
         self.receive_timer: asyncio.TimerHandle | None = None
@@ -138,6 +139,7 @@ class KafkaConnection(asyncio.Protocol):
         self._release_memory()
         self.pool.forget(id(self))
         self._cancel_receive_timer()
+        self._wake_sent_waiters()
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -356,6 +358,25 @@ class KafkaConnection(asyncio.Protocol):
                 n += len(c)
             self.unsent -= n
             transport.writelines(batch)
+        if not outgoing:
+            self._wake_sent_waiters()
+
+    def wait_sent(self) -> asyncio.Future[None]:
+        """Done once every finished response was handed to the transport (or the connection
+        closed): shutdown awaits it, bounded, before closing, so a fetch response still being
+        streamed from its file is not cut short (transport.close() flushes what it holds)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.outgoing or self.closed:
+            fut.set_result(None)
+        else:
+            self.sent_waiters.append(fut)
+        return fut
+
+    def _wake_sent_waiters(self) -> None:
+        waiters, self.sent_waiters = self.sent_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def _send_region(self, region: FileRecords) -> bool:
         """Send what is left of `region`; False when it must wait for resume_writing()."""
@@ -425,6 +446,7 @@ class KafkaConnection(asyncio.Protocol):
         self._release_memory()
         self.pool.forget(id(self))
         self._cancel_receive_timer()
+        self._wake_sent_waiters()
         if self.transport is not None:
             self.transport.close()
 

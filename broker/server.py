@@ -203,10 +203,17 @@ class BrokerServer:
             server.close()
         if self.group_coordinator is not None:
             self.group_coordinator.fail_pending_requests()  # parked joins would hold up draining
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_SECONDS  # handlers and sending share one bound
         pending = [f for c in list(self.connections) for f in c.pending]
         if pending:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), DRAIN_SECONDS)
+        # finished responses (a fetch streamed from its file) go out before their connection closes
+        unsent = [c.wait_sent() for c in list(self.connections)]
+        if unsent:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*unsent), max(0.0, deadline - loop.time()))
         for conn in list(self.connections):
             conn.close()
         with contextlib.suppress(asyncio.TimeoutError):  # wait_closed waits for the connections too

@@ -85,7 +85,8 @@ class LoggedProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: a graceful shutdown."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None or self.proc.poll() is not None:  # already ended: still close its pipe
+            self._join()
             return self.proc.returncode if self.proc else 0
         self.proc.send_signal(signal.SIGTERM)
         try:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import struct
 import threading
@@ -31,7 +32,7 @@ from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
 from protocol.messages import list_offsets_request as lr
 from protocol.messages import produce_request as pr
-from protocol.records import Record, build_batch
+from protocol.records import Record, build_batch, decode_records, iter_batches
 from tests.broker_process import BrokerProcess
 from tests.raw_client import RawConnection
 
@@ -338,3 +339,32 @@ def test_a_request_waiting_for_pool_memory_is_served_once_memory_is_released(bro
     finally:
         a.close()
         b.close()
+
+
+def test_shutdown_sends_streamed_fetch_responses_whole(broker: BrokerProcess) -> None:
+    """SIGTERM while 8 pipelined 4 MB fetch responses stream to a client that reads slowly (more
+    than the kernel's socket buffers hold): the broker finishes sending them (bounded by its drain
+    time) before closing the connection. Before, what still waited in the connection's queue was
+    dropped and the client got cut responses."""
+    values = fill_topic(broker)
+    s = small_rcvbuf_socket(broker.port)
+    try:
+        s.sendall(b"".join(fetch_frame(corr) for corr in range(8)))
+        size = struct.unpack(">i", recv_exact(s, 4))[0]  # the first response is being sent
+        assert size > BATCHES * BATCH_VALUE
+        mark = len(broker.lines)
+        assert broker.proc is not None
+        broker.proc.send_signal(signal.SIGTERM)
+        broker.wait_for_line("shutting down", after=mark)
+        for corr in range(8):
+            if corr:
+                size = struct.unpack(">i", recv_exact(s, 4))[0]
+            got_corr, body = decode_response(recv_exact(s, size), 1, 12)
+            part = body.responses[0].partitions[0]
+            assert got_corr == corr and part.error_code == 0
+            records = bytes(part.records)
+            got = [r.value for pos, _size in iter_batches(records) for r in decode_records(records, pos)[1]]
+            assert got == values
+        assert broker.proc.wait(30) == 0
+    finally:
+        s.close()

@@ -845,6 +845,17 @@ class Log:
         with self._lock:
             return self._roll(expected_next_offset)
 
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty active segment at ``base_offset`` with this log's config, clock and a
+        fresh roll jitter (a roll and a full truncation both start one)."""
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            self.config,
+            time_ms=self._time_ms,
+            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+        )
+
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
         segs, bases = self._view
@@ -889,13 +900,7 @@ class Log:
                     path.unlink()
             active.on_become_inactive_segment()
         try:
-            seg = LogSegment.open(
-                self.dir,
-                new_offset,
-                self.config,
-                time_ms=self._time_ms,
-                roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-            )
+            seg = self._new_segment(new_offset)
         except OSError as e:  # the append that wanted the roll is answered KAFKA_STORAGE_ERROR
             raise StorageError(
                 f"Error while rolling a new log segment of {self.name} at offset {new_offset}: {e}"
@@ -1080,13 +1085,7 @@ class Log:
         log.info("Truncating %s fully and starting at offset %d", self.name, new_offset)
         now = self._time_ms()
         self._remove_and_delete_segments(list(self._segments), now)
-        seg = LogSegment.open(
-            self.dir,
-            new_offset,
-            self.config,
-            time_ms=self._time_ms,
-            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
-        )
+        seg = self._new_segment(new_offset)
         self._set_segments([seg])
         self._set_log_end_offset(new_offset)
         if self.leader_epoch_cache is not None:

@@ -201,15 +201,7 @@ def run_e2e_rates(systems: list[System], rates: list[float], seconds: float,
             topic = f"lat-{rate:g}-{jitter()}"
             s.prepare(topic, 1)
             log(f"  e2e {count:,} records at {rate:g}/s: {s.name}")
-            cpu0 = s.cpu_seconds()
-            lat = s.e2e(topic, rate, count, SIZE)
-            cpu = s.cpu_seconds() - cpu0
-            st = lat.stats
-            e2e.append({"system": s.name, "rate": rate, "sent": lat.sent,
-                        "received": lat.received, "avg_ms": st.avg_ms, "max_ms": st.max_ms,
-                        "p50_ms": st.p50, "p95_ms": st.p95, "p99_ms": st.p99,
-                        "p999_ms": st.p999, "broker_cpu_s": cpu})
-            s.drop(topic, 1)
+            e2e.append(s.e2e_row(topic, rate, count, SIZE))
 
 
 def idle_cpu(systems: list[System], seconds: float) -> dict[str, float]:

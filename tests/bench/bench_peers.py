@@ -136,15 +136,7 @@ def run_all(names: list[str], n: int, rates: list[float], e2e_seconds: float,
             for s in systems:
                 s.prepare(key, 1)
                 log(f"  e2e {count} records at {rate:g}/s: {s.name}")
-                cpu0 = s.cpu_seconds()
-                lat = s.e2e(key, rate, count, 100)
-                cpu = s.cpu_seconds() - cpu0
-                st = lat.stats
-                e2e.append({"system": s.name, "rate": rate, "sent": lat.sent,
-                            "received": lat.received, "avg_ms": st.avg_ms, "max_ms": st.max_ms,
-                            "p50_ms": st.p50, "p95_ms": st.p95, "p99_ms": st.p99,
-                            "p999_ms": st.p999, "broker_cpu_s": cpu})
-                s.drop(key, 1)
+                e2e.append(s.e2e_row(key, rate, count, 100))
         log("  limits: disk write, loopback TCP")
         lim = {"disk_write_mb_s": limits.disk_write_mb_s(workdir, limit_bytes),
                "loopback_tcp_mb_s": limits.loopback_tcp_mb_s(limit_bytes * 2),

@@ -100,6 +100,18 @@ class System:
     def drop(self, key: str, partitions: int) -> None:
         """Free what a workload wrote (its data is not needed again)."""
 
+    def e2e_row(self, key: str, rate: float, n: int, size: int) -> dict[str, Any]:
+        """One measured end-to-end run (`e2e` with the server's CPU around it), as the raw JSON
+        row both side-by-side benches publish; the topic is dropped afterwards."""
+        cpu0 = self.cpu_seconds()
+        lat = self.e2e(key, rate, n, size)
+        cpu = self.cpu_seconds() - cpu0
+        st = lat.stats
+        self.drop(key, 1)
+        return {"system": self.name, "rate": rate, "sent": lat.sent, "received": lat.received,
+                "avg_ms": st.avg_ms, "max_ms": st.max_ms, "p50_ms": st.p50, "p95_ms": st.p95,
+                "p99_ms": st.p99, "p999_ms": st.p999, "broker_cpu_s": cpu}
+
 
 class Odradek(System):
     name = "Odradek"

@@ -15,6 +15,9 @@ new appends land after garbage. These checks are cheap enough to run on every st
 * :func:`tail_problem`: from a position (the active segment's last offset-index entry) to the end
   of the file, whole RecordBatch v2 with valid CRCs and increasing offsets -- at most
   ``index.interval.bytes`` plus one batch of reading.
+* :func:`find_next_batch`: past a damaged batch, the position of the next whole, CRC-valid
+  batch whose offsets follow the last good one -- so recovery and reads resynchronise after the
+  damage instead of giving up every intact batch behind it.
 
 Each returns None when all is well, else a sentence naming the problem and the position; the
 caller (storage.log_loader) then rebuilds the segment with LogSegment.recover, which truncates
@@ -26,6 +29,7 @@ asyncio; blocking reads, called only while loading.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from array import array
@@ -36,13 +40,21 @@ from protocol.records import (
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC,
     MAGIC_VALUE,
     MIN_BATCH_LENGTH,
     RecordsError,
     validate_batch,
 )
 
-__all__ = ["Pread", "offset_index_problem", "scan_batch_headers", "tail_problem", "time_index_problem"]
+__all__ = [
+    "Pread",
+    "find_next_batch",
+    "offset_index_problem",
+    "scan_batch_headers",
+    "tail_problem",
+    "time_index_problem",
+]
 
 Pread = Callable[[int, int], bytes]  # (size, position) -> bytes, shorter at the end of the file
 
@@ -197,3 +209,45 @@ def tail_problem(
         next_offset = last + 1
         pos += size
     return None, next_offset
+
+
+_MAGIC_BYTE = bytes([MAGIC_VALUE])
+
+
+def find_next_batch(
+    buf: bytes | mmap.mmap, start: int, end: int, min_offset: int, max_last_offset: int
+) -> int | None:
+    """The first position >= ``start`` where a whole batch lies in ``buf[:end]`` that is valid
+    (magic 2, consistent counts, CRC) and whose offsets are within [``min_offset``,
+    ``max_last_offset``]; None when there is none.
+
+    The resynchronisation after damage in the middle of a segment: bit rot or an overwritten
+    length field makes the header walk stop at one batch, but the batches after it are intact
+    and their offsets still right. Candidates are the bytes equal to the magic value, found
+    with ``find`` (C speed); the offset range and the lengths reject almost every false one
+    before the CRC (a chance of 2**-32 for whatever is left) is computed. Cost: proportional to
+    the bytes searched -- paid only when damage was found."""
+    pos = start + MAGIC
+    while True:
+        at = buf.find(_MAGIC_BYTE, pos, end)
+        if at < 0:
+            return None
+        pos = at + 1
+        p = at - MAGIC
+        if end - p < HEADER_SIZE:
+            return None
+        h = HEADER_STRUCT.unpack_from(buf, p)
+        first, length, delta = h[0], h[1], h[6]
+        if (
+            first < min_offset
+            or length < MIN_BATCH_LENGTH
+            or p + LOG_OVERHEAD + length > end
+            or delta < 0
+            or first + delta > max_last_offset
+        ):
+            continue
+        try:
+            validate_batch(buf, p)  # whole: p + LOG_OVERHEAD + length <= end <= len(buf)
+        except RecordsError:
+            continue
+        return p

@@ -37,6 +37,7 @@ appends; it holds the segment's lock, as do the methods that remap or close file
 
 from __future__ import annotations
 
+import itertools
 import logging
 import mmap
 import os
@@ -44,7 +45,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from protocol.primitives import I64
 from protocol.records import (
@@ -54,6 +55,7 @@ from protocol.records import (
     decode_records,
     validate_batch,
 )
+from storage.checkpoints import fsync_dir
 from storage.errors import CorruptRecordError, LogSegmentOffsetOverflowError, StorageError
 from storage.file_records import (
     EMPTY_RECORDS,
@@ -66,6 +68,7 @@ from storage.file_records import (
     scan_headers,
 )
 from storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from storage.log_integrity import find_next_batch
 from storage.txn_index import TransactionIndex, TxnIndexSearchResult
 
 if TYPE_CHECKING:
@@ -149,6 +152,16 @@ def is_index_file(path: Path) -> bool:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _Run(NamedTuple):
+    """A stretch of whole valid batches in a .log: bytes [start, stop), offsets
+    [first_offset, next_offset)."""
+
+    start: int
+    stop: int
+    first_offset: int
+    next_offset: int
 
 
 class LogSegment:
@@ -531,32 +544,61 @@ class LogSegment:
     def _translate_offset_checked(self, offset: int, pos: int) -> LogOffsetPosition | None:
         """translate_offset's scan with the header checks of ``strict`` (see there). Kafka's
         read path checks the same at the batches it steps over (FileLogInputStream: size and
-        magic); neither looks at CRCs, which consumers verify (check.crcs)."""
+        magic); neither looks at CRCs, which consumers verify (check.crcs).
+
+        A header that fails does not hide the batches behind it: the scan resynchronises at
+        the next valid batch with later offsets (:meth:`_resync`) and goes on when ``offset``
+        lies there; only offsets inside the damaged stretch answer CorruptRecordError."""
         end = self._size
         next_pos = pos
         prev_last = self.base_offset - 1
         base_limit = self.base_offset + _INT32_MAX
-        for p, h in scan_headers(self._file, pos, end):
-            first, last = h[0], h[0] + h[6]
-            if h[3] != 2:
-                self._corrupt(p, f"unsupported magic {h[3]}")
-            if h[6] < 0 or first <= prev_last or last > base_limit:
-                self._corrupt(
-                    p, f"batch offsets [{first}, {last}] do not follow offset {prev_last} in a "
-                    f"segment based at {self.base_offset}"
+        while True:
+            bad: tuple[int, str] | None = None
+            for p, h in scan_headers(self._file, next_pos, end):
+                first, last = h[0], h[0] + h[6]
+                if h[3] != 2:
+                    bad = (p, f"unsupported magic {h[3]}")
+                elif h[6] < 0 or first <= prev_last or last > base_limit:
+                    bad = (
+                        p,
+                        f"batch offsets [{first}, {last}] do not follow offset {prev_last} in a "
+                        f"segment based at {self.base_offset}",
+                    )
+                if bad is not None:
+                    break
+                if last >= offset:
+                    return LogOffsetPosition(last, p, h[1] + LOG_OVERHEAD)
+                prev_last = last
+                next_pos = p + h[1] + LOG_OVERHEAD
+            if bad is None:
+                if next_pos == end:
+                    return None
+                # the scan stopped on a header that is not a whole batch
+                head = self._file.pread(12, next_pos)
+                length = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else None
+                bad = (
+                    next_pos,
+                    f"batch length {length} does not fit the {end - next_pos} bytes left in the "
+                    "segment",
                 )
-            if last >= offset:
-                return LogOffsetPosition(last, p, h[1] + LOG_OVERHEAD)
-            prev_last = last
-            next_pos = p + h[1] + LOG_OVERHEAD
-        if next_pos != end:  # the scan stopped on a header that is not a whole batch
-            head = self._file.pread(12, next_pos)
-            length = int.from_bytes(head[8:12], "big", signed=True) if len(head) == 12 else None
-            self._corrupt(
-                next_pos, f"batch length {length} does not fit the {end - next_pos} bytes left "
-                "in the segment"
-            )
-        return None
+            resume = self._resync(bad[0], prev_last + 1, end)
+            if resume is None or resume[1] > offset:
+                self._corrupt(*bad)
+            next_pos, prev_last = resume[0], resume[1] - 1
+
+    def _resync(self, position: int, min_offset: int, end: int) -> tuple[int, int] | None:
+        """(position, base offset) of the next valid batch after invalid bytes at
+        ``position`` with offsets >= ``min_offset``, or None. Maps the segment read-only for
+        the search (only reads that meet damage get here)."""
+        if end <= position:
+            return None
+        mm = mmap.mmap(self._file.fd, end, access=mmap.ACCESS_READ)
+        try:
+            found = find_next_batch(mm, position + 1, end, min_offset, self.base_offset + _INT32_MAX)
+            return None if found is None else (found, I64.unpack_from(mm, found)[0])
+        finally:
+            mm.close()
 
     def _corrupt(self, position: int, reason: str) -> NoReturn:
         """Raise CorruptRecordError for the batch at ``position``, logging it the first time
@@ -652,102 +694,223 @@ class LogSegment:
     ) -> int:
         """Re-validate every batch (length, magic, record count, CRC, offsets increasing and
         within this segment), rebuild both indexes, and truncate the file after the last valid
-        batch. Returns the number of bytes truncated (logged as a warning when not 0).
+        batch. Returns the number of bytes dropped (logged as a warning when not 0).
+
+        Damage in the middle of the file (bit rot, an overwritten header) does not cost the
+        intact batches after it: when a valid batch with later offsets follows the invalid
+        bytes (storage.log_integrity.find_next_batch), the segment is rewritten without the
+        invalid bytes (:meth:`_rewrite_without_holes`; logged as an error with each range and
+        the offsets lost) and then recovered. Kafka truncates at the first invalid batch.
 
         ``max_message_size`` is only reported on: batches above it are kept (the limit may
         have been lowered after they were written). With a ``leader_epoch_cache``, epochs of
         the recovered batches are assigned to it as Kafka does."""
         with self._lock:
-            oi = self.offset_index
-            ti = self.time_index
-            oi.reset()
-            ti.reset()
-            self._max_ts = NO_TIMESTAMP
-            self._offset_of_max_ts = self.base_offset
-            self._rolling_ts = None
-            file_size = os.fstat(self._file.fd).st_size
-            valid = 0
-            last_index_entry = 0
-            prev_last = self.base_offset - 1
-            base = self.base_offset
-            interval = self.index_interval_bytes
-            if file_size > 0:
-                mm = mmap.mmap(self._file.fd, file_size, access=mmap.ACCESS_READ)
-                try:
-                    mv = memoryview(mm)
+            runs = self._scan_valid_runs()
+            dropped = 0
+            if len(runs) > 1:
+                dropped = self._rewrite_without_holes(runs)
+            return dropped + self._recover_indexes(max_message_size, leader_epoch_cache)
+
+    def _scan_valid_runs(self) -> list[_Run]:
+        """Byte ranges of the .log made of whole valid batches with increasing offsets,
+        resynchronising after each invalid stretch; one run when at most the tail is invalid.
+        Reads the file once through a read-only map (CRC checks included)."""
+        file_size = os.fstat(self._file.fd).st_size
+        if file_size == 0:
+            return [_Run(0, 0, self.base_offset, self.base_offset)]
+        base = self.base_offset
+        max_last = base + _INT32_MAX
+        runs: list[_Run] = []
+        mm = mmap.mmap(self._file.fd, file_size, access=mmap.ACCESS_READ)
+        try:
+            pos, run_start, run_first, prev_last = 0, 0, base, base - 1
+            while True:
+                problem = ""
+                while pos < file_size:
                     try:
-                        while file_size - valid > 0:
-                            try:
-                                h = validate_batch(mv, valid)
-                            except RecordsError as e:
-                                log.warning(
-                                    "Found invalid messages in log segment %s at byte offset "
-                                    "%d: %s",
-                                    self._file.path,
-                                    valid,
-                                    e,
-                                )
-                                break
-                            first = h.base_offset
-                            last = first + h.last_offset_delta
-                            if first <= prev_last or last - base > _INT32_MAX:
-                                log.warning(
-                                    "Found invalid offsets in log segment %s at byte offset %d: "
-                                    "batch [%d, %d] after offset %d",
-                                    self._file.path,
-                                    valid,
-                                    first,
-                                    last,
-                                    prev_last,
-                                )
-                                break
-                            size = h.batch_length + LOG_OVERHEAD
-                            if size > max_message_size:
-                                log.info(
-                                    "Batch at byte offset %d of %s is larger than "
-                                    "max.message.bytes (%d > %d); kept",
-                                    valid,
-                                    self._file.path,
-                                    size,
-                                    max_message_size,
-                                )
-                            if h.max_timestamp > self._max_ts:
-                                self._max_ts = h.max_timestamp
-                                self._offset_of_max_ts = last
-                            if valid - last_index_entry > interval:
-                                oi.append(last, valid)
-                                ti.maybe_append(self._max_ts, self._offset_of_max_ts)
-                                last_index_entry = valid
-                            if self._rolling_ts is None:
-                                self._rolling_ts = h.max_timestamp
-                            valid += size
-                            prev_last = last
-                            epoch = h.partition_leader_epoch
-                            if leader_epoch_cache is not None and epoch >= 0:
-                                latest = leader_epoch_cache.latest_epoch
-                                if latest is None or epoch > latest:
-                                    leader_epoch_cache.assign(epoch, first)
-                    finally:
-                        mv.release()
-                finally:
-                    mm.close()
-            truncated = file_size - valid
-            if truncated > 0:
+                        h = validate_batch(mm, pos)
+                    except RecordsError as e:
+                        problem = str(e)
+                        break
+                    first = h.base_offset
+                    last = first + h.last_offset_delta
+                    if first <= prev_last or last > max_last:
+                        problem = f"batch [{first}, {last}] after offset {prev_last}"
+                        break
+                    prev_last = last
+                    pos += h.batch_length + LOG_OVERHEAD
+                runs.append(_Run(run_start, pos, run_first, prev_last + 1))
+                if pos >= file_size:
+                    break
+                nxt = find_next_batch(mm, pos + 1, file_size, prev_last + 1, max_last)
+                if nxt is None:
+                    break  # an invalid tail: the recovery pass truncates and logs it
                 log.warning(
-                    "Truncated %d invalid bytes at the end of segment %s during recovery",
-                    truncated,
+                    "Found invalid messages in log segment %s at byte offset %d: %s",
                     self._file.path,
+                    pos,
+                    problem,
                 )
-                os.ftruncate(self._file.fd, valid)
-            self._size = valid
-            self._last_append = None
-            self._bytes_since_last_index_entry = valid - last_index_entry
-            oi.trim_to_valid_size()
-            # a normally closed segment ends with the largest timestamp: do the same
-            ti.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
-            ti.trim_to_valid_size()
-            self.txn_index.truncate_to(prev_last + 1)
-            return truncated
+                pos = run_start = nxt
+                run_first = I64.unpack_from(mm, nxt)[0]
+        finally:
+            mm.close()
+        return runs
+
+    def _rewrite_without_holes(self, runs: list[_Run]) -> int:
+        """Replace the .log by the concatenation of ``runs`` (storage.log_integrity found valid
+        batches after invalid bytes), crash-safely, and return the bytes left out.
+
+        The new file is written as ``<base>.log.cleaned`` and fsync'd; the offset and time
+        indexes are removed (a start finding them missing rebuilds them: they may no longer
+        match) and the directory fsync'd; then the .cleaned file replaces the .log by rename.
+        A crash before the rename leaves the original (loading removes ``.cleaned`` files and
+        recovery redoes this); after it, the new file without indexes."""
+        old = self._file
+        path = old.path
+        tmp = path.with_name(path.name + CLEANED_FILE_SUFFIX)
+        end = os.fstat(old.fd).st_size
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            out = 0
+            for start, stop, _first, _next in runs:
+                done = 0
+                while done < stop - start:
+                    n = os.copy_file_range(old.fd, fd, stop - start - done, start + done, out)
+                    if n == 0:
+                        raise StorageError(f"{path} ended while copying its valid batches")
+                    done += n
+                    out += n
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        pairs = list(itertools.pairwise(runs))
+        holes = [f"[{a.stop}, {b.start})" for a, b in pairs]
+        if runs[-1].stop < end:
+            holes.append(f"[{runs[-1].stop}, {end})")
+        lost = ", ".join(f"{a.next_offset}..{b.first_offset - 1}" for a, b in pairs)
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.close_handler()
+        self._offset_index = self._time_index = None
+        self.offset_index_path.unlink(missing_ok=True)
+        self.time_index_path.unlink(missing_ok=True)
+        fsync_dir(path.parent)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+        self._file = LogFile(fd, path)
+        old.close()
+        dropped = end - out
+        log.error(
+            "Found invalid bytes in the middle of log segment %s at byte ranges %s, followed by "
+            "valid batches: rewrote the segment without them (%d bytes dropped, offsets %s lost; "
+            "%d bytes of valid batches kept)",
+            path,
+            ", ".join(holes),
+            dropped,
+            lost,
+            out,
+        )
+        return dropped
+
+    def _recover_indexes(
+        self, max_message_size: int, leader_epoch_cache: LeaderEpochFileCache | None
+    ) -> int:
+        """The recovery pass proper: walk the valid batches from the start, rebuild both
+        indexes, truncate after the last valid batch; the bytes truncated."""
+        oi = self.offset_index
+        ti = self.time_index
+        oi.reset()
+        ti.reset()
+        self._max_ts = NO_TIMESTAMP
+        self._offset_of_max_ts = self.base_offset
+        self._rolling_ts = None
+        file_size = os.fstat(self._file.fd).st_size
+        valid = 0
+        last_index_entry = 0
+        prev_last = self.base_offset - 1
+        base = self.base_offset
+        interval = self.index_interval_bytes
+        if file_size > 0:
+            mm = mmap.mmap(self._file.fd, file_size, access=mmap.ACCESS_READ)
+            try:
+                mv = memoryview(mm)
+                try:
+                    while file_size - valid > 0:
+                        try:
+                            h = validate_batch(mv, valid)
+                        except RecordsError as e:
+                            log.warning(
+                                "Found invalid messages in log segment %s at byte offset "
+                                "%d: %s",
+                                self._file.path,
+                                valid,
+                                e,
+                            )
+                            break
+                        first = h.base_offset
+                        last = first + h.last_offset_delta
+                        if first <= prev_last or last - base > _INT32_MAX:
+                            log.warning(
+                                "Found invalid offsets in log segment %s at byte offset %d: "
+                                "batch [%d, %d] after offset %d",
+                                self._file.path,
+                                valid,
+                                first,
+                                last,
+                                prev_last,
+                            )
+                            break
+                        size = h.batch_length + LOG_OVERHEAD
+                        if size > max_message_size:
+                            log.info(
+                                "Batch at byte offset %d of %s is larger than "
+                                "max.message.bytes (%d > %d); kept",
+                                valid,
+                                self._file.path,
+                                size,
+                                max_message_size,
+                            )
+                        if h.max_timestamp > self._max_ts:
+                            self._max_ts = h.max_timestamp
+                            self._offset_of_max_ts = last
+                        if valid - last_index_entry > interval:
+                            oi.append(last, valid)
+                            ti.maybe_append(self._max_ts, self._offset_of_max_ts)
+                            last_index_entry = valid
+                        if self._rolling_ts is None:
+                            self._rolling_ts = h.max_timestamp
+                        valid += size
+                        prev_last = last
+                        epoch = h.partition_leader_epoch
+                        if leader_epoch_cache is not None and epoch >= 0:
+                            latest = leader_epoch_cache.latest_epoch
+                            if latest is None or epoch > latest:
+                                leader_epoch_cache.assign(epoch, first)
+                finally:
+                    mv.release()
+            finally:
+                mm.close()
+        truncated = file_size - valid
+        if truncated > 0:
+            log.warning(
+                "Truncated %d invalid bytes at the end of segment %s during recovery",
+                truncated,
+                self._file.path,
+            )
+            os.ftruncate(self._file.fd, valid)
+        self._size = valid
+        self._last_append = None
+        self._bytes_since_last_index_entry = valid - last_index_entry
+        oi.trim_to_valid_size()
+        # a normally closed segment ends with the largest timestamp: do the same
+        ti.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        ti.trim_to_valid_size()
+        self.txn_index.truncate_to(prev_last + 1)
+        return truncated
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset`` (and their index entries);

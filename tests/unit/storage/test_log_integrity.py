@@ -6,7 +6,13 @@ from __future__ import annotations
 import struct
 
 from protocol.records import Record, build_batch
-from storage.log_integrity import Pread, offset_index_problem, tail_problem, time_index_problem
+from storage.log_integrity import (
+    Pread,
+    find_next_batch,
+    offset_index_problem,
+    tail_problem,
+    time_index_problem,
+)
 
 BASE = 100
 
@@ -80,3 +86,26 @@ def test_tail_is_whole_valid_batches() -> None:
     flipped[where[4][0] + 70] ^= 1
     problem, _ = tail_problem(pread_of(bytes(flipped)), 0, len(log), BASE, None)
     assert problem is not None and "crc" in problem
+
+
+def test_find_next_batch_resynchronises_after_damage() -> None:
+    from tests.unit.storage.helpers import offset_batch
+
+    batches = [offset_batch(3 * i, 3, value_size=40) for i in range(4)]
+    data = b"".join(batches)
+    at = [sum(map(len, batches[:i])) for i in range(4)]
+    damaged = bytearray(data)
+    damaged[at[1] + 8 : at[1] + 12] = struct.pack(">i", -157765759)  # batch 1's length
+    # the next valid batch after the damage, with offsets past the last good one
+    assert find_next_batch(bytes(damaged), at[1] + 1, len(data), 3, 1 << 31) == at[2]
+    # a batch with offsets at or below the last good one is not a resynchronisation point
+    assert find_next_batch(bytes(damaged), at[1] + 1, len(data), 7, 1 << 31) == at[3]
+    assert find_next_batch(bytes(damaged), at[1] + 1, len(data), 3, 7) is None
+    # a batch cut by `end`, a CRC mismatch, and bytes that hold no batch: nothing found
+    assert find_next_batch(data, 1, len(data) - 1, 0, 1 << 31) == at[1]
+    assert find_next_batch(data, at[3] + 1, len(data) - 1, 0, 1 << 31) is None
+    flipped = bytearray(data)
+    flipped[at[3] + 70] ^= 1
+    assert find_next_batch(bytes(flipped), at[2] + 1, len(data), 0, 1 << 31) is None
+    assert find_next_batch(bytes(4096), 0, 4096, 0, 1 << 31) is None
+    assert find_next_batch(b"\x02" * 4096, 0, 4096, 0, 1 << 31) is None

@@ -190,13 +190,92 @@ def test_corrupt_batch_in_an_old_segment_during_recovery_keeps_later_segments(
     try:
         assert log.log_end_offset == 60
         assert [s.base_offset for s in log.segments] == [0, 12, 24, 36, 48]
-        # the corrupt batch and the one after it in that segment are gone, nothing else
-        assert offsets_and_values(log) == [ov for ov in before if not 18 <= ov[0] <= 23]
-        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-        assert any(str(seg1) in r.getMessage() and "kept" in r.getMessage() for r in errors)
-        assert segment_names(d, ".deleted") == []
+        # only the corrupt batch is gone: the one after it in that segment is kept too
+        assert offsets_and_values(log) == [ov for ov in before if not 18 <= ov[0] <= 20]
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert any(
+            str(seg1) in m and f"[{2 * size}, {3 * size})" in m and "offsets 18..20 lost" in m
+            for m in errors
+        ), errors
+        assert seg1.stat().st_size == 3 * size
+        assert segment_names(d, ".deleted") == [] and segment_names(d, ".cleaned") == []
         info = log.append_as_leader(client_batch(1), 1)
         assert info.first_offset == 60
+    finally:
+        log.close()
+
+
+def _damage(path: Path, changes: dict[int, bytes]) -> None:
+    data = bytearray(path.read_bytes())
+    for at, b in changes.items():
+        data[at : at + len(b)] = b
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("what", "changes"),
+    [
+        # a length field that points far beyond: the header walk alone would give up there
+        ("length", lambda size: {size + 8: (-157765759).to_bytes(4, "big", signed=True)}),
+        ("magic", lambda size: {size + 16: bytes([159])}),
+        # two damaged batches, one record byte each: both holes dropped, the rest kept
+        ("two-holes", lambda size: {size + 70: b"\x55", 3 * size + 65: b"\x66"}),
+        # a whole batch overwritten by zeros
+        ("zeros", lambda size: {size: bytes(size)}),
+    ],
+    ids=["length", "magic", "two-holes", "zeros"],
+)
+def test_damage_in_the_middle_of_the_active_segment_keeps_the_batches_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, what: str, changes: object
+) -> None:
+    d = tmp_path / "t-0"
+    size = len(client_batch(3))
+    log = Log.open(d, CFG, now=Clock())
+    fill(log, 6)  # one segment, offsets 0..17
+    before = offsets_and_values(log)
+    crash(log)
+    active = d / segment_names(d)[-1]
+    _damage(active, changes(size))  # type: ignore[operator]
+    caplog.set_level(logging.INFO, logger="odradek.storage")
+    log = Log.open(d, CFG, now=Clock(), recovery_point=0)
+    try:
+        lost = {3, 4, 5} | ({9, 10, 11} if what == "two-holes" else set())
+        assert offsets_and_values(log) == [ov for ov in before if ov[0] not in lost]
+        assert log.log_end_offset == 18
+        assert any("rewrote the segment without them" in r.getMessage() for r in caplog.records)
+        check_appendable(log)
+    finally:
+        log.close()
+    # what recovery wrote is a normal segment: a clean start after it finds nothing to fix
+    caplog.clear()
+    log = reopen_clean(d, CFG, 20)
+    try:
+        assert [o for o, _ in offsets_and_values(log)] == [o for o, _ in before if o not in lost] + [18, 19]
+        assert not any(r.levelno >= logging.WARNING for r in caplog.records), caplog.text
+    finally:
+        log.close()
+
+
+def test_an_interrupted_rewrite_is_redone_from_the_original(tmp_path: Path) -> None:
+    """A crash after the .cleaned file was written (or half written) and the indexes removed,
+    before the rename: the next load removes the .cleaned file, rebuilds the missing indexes
+    and does the rewrite again from the untouched original."""
+    d = tmp_path / "t-0"
+    size = len(client_batch(3))
+    log = Log.open(d, CFG, now=Clock())
+    fill(log, 6)
+    before = offsets_and_values(log)
+    crash(log)
+    active = d / segment_names(d)[-1]
+    _damage(active, {2 * size + 70: b"\x55"})
+    (d / (active.name + ".cleaned")).write_bytes(active.read_bytes()[: size + 10])
+    active.with_suffix(".index").unlink()
+    active.with_suffix(".timeindex").unlink()
+    log = Log.open(d, CFG, now=Clock(), recovery_point=0)
+    try:
+        assert offsets_and_values(log) == [ov for ov in before if not 6 <= ov[0] <= 8]
+        assert segment_names(d, ".cleaned") == []
+        check_appendable(log)
     finally:
         log.close()
 

@@ -76,8 +76,9 @@ def test_an_append_with_an_offset_the_index_refuses_is_undone(tmp_path: Path) ->
 
 def test_a_read_that_meets_an_invalid_batch_raises_corrupt_record(tmp_path: Path) -> None:
     """Length, magic and offsets of the headers the read scans over are checked; a damaged
-    one raises CorruptRecordError (the fetch answers CORRUPT_MESSAGE) for every offset at or
-    after it, while batches before it are still read."""
+    one raises CorruptRecordError (the fetch answers CORRUPT_MESSAGE) for the offsets of that
+    batch, while batches before it are still read and the read resynchronises at the next
+    valid batch for the offsets after it."""
     seg = open_segment(tmp_path, 0, index_interval_bytes=1 << 20)  # no index: reads scan from 0
     try:
         batches = [offset_batch(3 * i, 3) for i in range(5)]
@@ -90,9 +91,12 @@ def test_a_read_that_meets_an_invalid_batch_raises_corrupt_record(tmp_path: Path
         finally:
             os.close(fd)
         assert seg.read(4, 1 << 20).records.read()[: len(batches[1])] == batches[1]  # type: ignore[union-attr]
-        for offset in (6, 8, 9, 11):
+        for offset in (6, 8):
             with pytest.raises(CorruptRecordError, match=f"byte position {pos}"):
                 seg.read(offset, 1 << 20)
+        for offset in (9, 11):  # batch 3, past the damage: found by resynchronising
+            info = seg.read(offset, 1 << 20)
+            assert info is not None and info.records.read() == batches[3] + batches[4]
         # the latest append's position is known without scanning: it is still served
         assert seg.read(12, 1 << 20).records.read() == batches[4]  # type: ignore[union-attr]
         # translate_offset without strict (truncation, the loader) keeps its old answer

@@ -19,10 +19,12 @@ the names), in order:
    appended after bytes that are not valid batches and a damaged tail never stops a start.
 5. Unless the shutdown was clean (or the recovery-point checkpoint was unreadable), every
    segment from the one holding the recovery point on is recovered (LogSegment.recover:
-   re-validated, indexes rebuilt, torn tail truncated). A segment that loses bytes is cut at
-   its first invalid batch; when later segments follow, that is damage, not a torn write: it is
-   logged as an error and the later segments are kept (each recovered in turn; Kafka deletes
-   them). An unreadable leader-epoch-checkpoint is rebuilt from the batch headers.
+   re-validated, indexes rebuilt, torn tail truncated). Invalid bytes followed by valid
+   batches are cut out of the segment, which is rewritten without them (Kafka truncates at
+   the first invalid batch); a segment whose tail is lost while later segments follow is
+   damage, not a torn write: it is logged as an error and the later segments are kept (each
+   recovered in turn; Kafka deletes them). An unreadable leader-epoch-checkpoint is rebuilt
+   from the batch headers.
 6. If the log end is below the log start offset checkpoint every segment is removed; an empty
    directory gets one empty segment at the log start offset. The active segment's indexes get
    their full preallocated size back.
@@ -380,11 +382,12 @@ def _recover_unflushed(
     leader_epoch_cache: LeaderEpochFileCache | None,
 ) -> None:
     """Recover the segments from the one holding ``recovery_point`` on (Kafka's
-    ``LogLoader.recoverLog``). A segment that loses bytes and is followed by later segments is
-    cut at its first invalid batch and logged loudly, but the later segments are kept, each
-    recovered in turn: their batches are intact and their offsets stay valid (Kafka deletes
-    them; a torn write can only be at the very end of what was written, so bytes lost in the
-    middle are damage to that segment alone)."""
+    ``LogLoader.recoverLog``). A segment that loses bytes in the middle keeps the valid
+    batches after them (LogSegment.recover logs the ranges and offsets); one that loses its
+    tail and is followed by later segments is logged loudly, and the later segments are kept,
+    each recovered in turn: their batches are intact and their offsets stay valid (Kafka
+    deletes them; a torn write can only be at the very end of what was written, so bytes lost
+    below the last segment are damage to that segment alone)."""
     unflushed = segments[_first_unflushed(segments, recovery_point) :]
     total = len(unflushed)
     for i, seg in enumerate(unflushed):
@@ -401,7 +404,7 @@ def _recover_unflushed(
                 seg.base_offset,
             )
             truncated = seg.truncate_to(seg.base_offset)
-        if truncated > 0 and i + 1 < total:
+        if truncated > 0 and i + 1 < total and seg.read_next_offset() < unflushed[i + 1].base_offset:
             log.error(
                 "Corruption found in segment %s of %s below its last segment: cut at byte %d of "
                 "%d (%d bytes dropped, offsets %d to %d lost); the %d later segments are intact "

@@ -20,6 +20,18 @@ entries, as Kafka's ``AbstractIndex`` does: a preallocated file left by a crash 
 full of zero entries, which is why the log recovers (rebuilds) the indexes of unflushed segments
 rather than trusting them (STYLE #14).
 
+Both files are sparse while active: a page gets its disk block when first written, and a write
+through the map into a page the file system cannot give a block to (a full disk) is not an
+error the code could catch but SIGBUS, which kills the broker. So an append never writes past
+``_reserved``: the bytes up to it were given blocks ahead of time (storage.mapped_file
+``reserve``, falling back to ``posix_fallocate``), ``RESERVE_CHUNK`` bytes at a time when the
+write position reaches it -- one syscall per 2,048 offset entries (8 MiB of log at the default
+index.interval.bytes), nothing on the other appends -- and a failure raises OSError there, before
+anything is written, which the segment's all-or-nothing append turns into KAFKA_STORAGE_ERROR.
+(Kafka's ``AbstractIndex`` maps the same sparse file with no reservation; the JVM turns the
+SIGBUS into an InternalError.) Reserving lazily, from the first append, keeps the indexes of
+idle partitions free of blocks.
+
 Invariants (kept by every method): offsets strictly increase from entry to entry; positions in
 the offset index increase; timestamps in the time index strictly increase; ``entries <=
 max_entries``; the time index keeps its last slot free for the entry written on roll/close
@@ -57,6 +69,8 @@ __all__ = [
 
 _INT32_MAX = 2147483647
 NO_TIMESTAMP = -1
+# bytes of an index given disk blocks at a time ahead of its appends (see the module docstring)
+RESERVE_CHUNK = 16384
 
 
 class OffsetPosition(NamedTuple):
@@ -85,7 +99,8 @@ class _MappedIndex:
     """Shared machinery of the two indexes: file, mmap, entry count, search.
 
     ``entries`` (entries in use) and ``max_entries`` (capacity of the file as sized now) are
-    plain attributes for speed; only this class changes them."""
+    plain attributes for speed; only this class changes them. ``_reserved``: the bytes from 0
+    up to it are known to have disk blocks (reserved since the file was mapped at its size)."""
 
     ENTRY_SIZE = 0
 
@@ -94,6 +109,8 @@ class _MappedIndex:
         "_length",
         "_map",
         "_mm",
+        "_reserved",
+        "_reserved_entries",
         "base_offset",
         "entries",
         "max_entries",
@@ -108,6 +125,8 @@ class _MappedIndex:
         self._map: FileMap | None = None  # owns the mapping (storage.mapped_file: no fd kept)
         self._mm: memoryview | None = None  # its bytes; dropped before the map is closed
         self._closed = False
+        self._reserved = 0  # nothing known: a reopened file may be sparse too
+        self._reserved_entries = 0  # whole entries below _reserved: the appends' one check
         es = self.ENTRY_SIZE
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -182,6 +201,9 @@ class _MappedIndex:
         finally:
             os.close(fd)
         self._length = rounded
+        if self._reserved > rounded:  # blocks past a shrink are gone
+            self._reserved = rounded
+            self._reserved_entries = rounded // es
         self.max_entries = rounded // es
         if self.entries > rounded // es:
             self.entries = rounded // es
@@ -190,6 +212,24 @@ class _MappedIndex:
 
     def _after_resize(self) -> None:
         pass
+
+    def _reserve(self, end: int) -> None:
+        """Give disk blocks to the file up to byte ``end`` -- rounded up to RESERVE_CHUNK, at
+        most the file's length -- before an append writes below ``end``; OSError when the file
+        system cannot (see the module docstring). Called only when ``end > _reserved``."""
+        start = self._reserved
+        stop = min(self._length, -(-end // RESERVE_CHUNK) * RESERVE_CHUNK)
+        mapped = self._map
+        if mapped is None or stop <= start:
+            return
+        if not mapped.reserve(start, stop - start) and hasattr(os, "posix_fallocate"):
+            fd = os.open(self.path, os.O_RDWR)  # only where madvise cannot do it (Linux < 5.14)
+            try:
+                os.posix_fallocate(fd, start, stop - start)
+            finally:
+                os.close(fd)
+        self._reserved = stop
+        self._reserved_entries = stop // self.ENTRY_SIZE
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the entries in use (on roll and close)."""
@@ -347,6 +387,8 @@ class OffsetIndex(_MappedIndex):
         rel = offset - self.base_offset
         if rel < 0 or rel > _INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
+        if n >= self._reserved_entries:
+            self._reserve(n * 8 + 8)
         _pack_offset_entry(self._mm, n * 8, rel, position)  # type: ignore[arg-type]
         self.entries = n + 1
         self._last_offset = offset
@@ -458,6 +500,8 @@ class TimeIndex(_MappedIndex):
             rel = offset - self.base_offset
             if rel < 0 or rel > _INT32_MAX:
                 raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
+            if n >= self._reserved_entries:
+                self._reserve(n * 12 + 12)
             _pack_time_entry(self._mm, n * 12, timestamp, rel)  # type: ignore[arg-type]
             self.entries = n + 1
             self._last_ts = timestamp

@@ -12,6 +12,14 @@ needs no descriptor once made (POSIX), exactly as Java's ``MappedByteBuffer`` in
 :meth:`close` (the memory is unmapped; unlike ``mmap.mmap`` there is no exporter to refuse it),
 so owners drop their reference to the view before closing -- storage.index does.
 
+A sparse file's pages have no disk blocks until written, and a write through a map into such a
+page on a full file system cannot fail with an error: the kernel kills the process with SIGBUS.
+:meth:`MappedFile.reserve` allocates the blocks of a range ahead of the writes with
+``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14+), which takes the same write faults but returns
+the failure as an error instead (EFAULT where the fault would have been SIGBUS). It needs no
+descriptor either; where it is unsupported it answers False and the owner falls back to
+``posix_fallocate`` on the file (storage.index).
+
 Who may call: the owning index, under the same rules as its ``mmap`` (storage.index).
 Linux/POSIX only; elsewhere :func:`map_file` falls back to ``mmap.mmap``.
 """
@@ -19,6 +27,7 @@ Linux/POSIX only; elsewhere :func:`map_file` falls back to ``mmap.mmap``.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 from typing import Any
@@ -39,6 +48,9 @@ try:
     _msync = _libc.msync
     _msync.restype = ctypes.c_int
     _msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise = _libc.madvise
+    _madvise.restype = ctypes.c_int
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     _from_memory = ctypes.pythonapi.PyMemoryView_FromMemory
     _from_memory.restype = ctypes.py_object
     _from_memory.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
@@ -48,6 +60,10 @@ except (AttributeError, OSError):  # pragma: no cover - no C library to call
 
 _MAP_FAILED = ctypes.c_void_p(-1).value
 _MS_SYNC = 4  # Linux's value; msync(2)
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+; madvise(2)
+_PAGE_MASK = ~(mmap.PAGESIZE - 1)
+# cleared at the first EINVAL: a kernel without MADV_POPULATE_WRITE (or not Linux)
+_populate_supported = _AVAILABLE and os.uname().sysname == "Linux"
 
 
 class MappedFile:
@@ -72,6 +88,30 @@ class MappedFile:
             err = ctypes.get_errno()
             raise OSError(err, f"msync failed: {os.strerror(err)}")
 
+    def reserve(self, offset: int, length: int) -> bool:
+        """Give bytes [offset, offset + length) of the file disk blocks (and pages) now, so a
+        later write to them through :attr:`view` cannot SIGBUS. Raises OSError when the file
+        system cannot provide them (full, quota, I/O error); returns False when this kernel
+        cannot do it through the map (the caller then uses ``posix_fallocate``).
+
+        Costs one ``madvise`` over the range: populated pages are skipped."""
+        global _populate_supported
+        if not _populate_supported or self._addr is None or length <= 0:
+            return False
+        start = offset & _PAGE_MASK
+        if _madvise(self._addr + start, offset + length - start, _MADV_POPULATE_WRITE) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err == errno.EINVAL:
+            _populate_supported = False
+            return False
+        if err == errno.EFAULT:  # what a write would have died of: SIGBUS
+            raise OSError(
+                errno.EFAULT, f"no disk blocks for bytes {offset}-{offset + length} of a mapped "
+                "index (the file system is full, over quota or failing)"
+            )
+        raise OSError(err, f"madvise(MADV_POPULATE_WRITE) failed: {os.strerror(err)}")
+
     def close(self) -> None:
         """Unmap (idempotent). The view must no longer be used."""
         addr, self._addr = self._addr, None
@@ -95,6 +135,9 @@ class _PyMapped:
 
     def flush(self) -> None:
         self._mm.flush()
+
+    def reserve(self, offset: int, length: int) -> bool:
+        return False  # the owner falls back to posix_fallocate
 
     def close(self) -> None:
         self.view.release()

@@ -8,6 +8,7 @@ with the process, so nothing is left mounted whatever happens to the test."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
 from protocol.messages import fetch_request as fr
 from protocol.messages import metadata_request as mr
 from protocol.messages import produce_request as pr
-from protocol.records import Record, build_batch
+from protocol.records import Record, build_batch, decode_records, iter_batches
 from tests.broker_process import REPO, BrokerProcess, free_port
 from tests.raw_client import RawConnection
 
@@ -93,6 +94,12 @@ class NamespacedBroker(BrokerProcess):
         self._spawn(self.command(), "event='broker started'", timeout, cwd=REPO,
                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
         return self
+
+    def inside(self, name: str) -> Path:
+        """`name` under the log dir as the broker sees it (its tmpfs), reached from outside its
+        mount namespace through /proc/PID/root."""
+        assert self.proc is not None and self.proc.poll() is None
+        return Path(f"/proc/{self.proc.pid}/root") / self.log_dir.relative_to("/") / name
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +268,86 @@ def test_full_disk_storage_error_warned_once_per_partition_and_sigterm_exits_0(
         assert time.monotonic() - t0 < 15
         assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
         assert "shut down" in b.lines[-1], b.lines[-5:]
+    finally:
+        b.kill()
+
+
+def fill(path: Path) -> None:
+    """Write zeros to `path` until the file system has no block left."""
+    with open(path, "ab", buffering=0) as f:
+        for chunk in (1 << 16, 4096, 1):
+            try:
+                while True:
+                    f.write(bytes(chunk))
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+
+
+def produce_one(c: RawConnection, value: bytes, timestamp: int) -> tuple[int, int]:
+    """One single-record batch to t-0 with acks=1: (error code, base offset)."""
+    batch = build_batch([Record(0, 0, 0, None, value, [])], base_timestamp=timestamp)
+    r = c.call(0, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pr.TopicProduceData(
+        name="t", partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
+    p = r.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
+def fetch_values(c: RawConnection, offset: int) -> list[bytes]:
+    r = c.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+        topics=[fr.FetchTopic(topic="t", partitions=[
+            fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]))
+    p = r.responses[0].partitions[0]
+    assert p.error_code == 0, p
+    data = bytes(p.records or b"")
+    return [rec.value for pos, size in iter_batches(data) for rec in decode_records(data[pos:pos + size])[1]]
+
+
+APPENDS = 2500  # more than one reserved chunk of each index (2,048 offset / 1,365 time entries)
+
+
+def test_full_disk_index_pages_answer_storage_error_not_sigbus(tmp_path: Path, can_unshare: None) -> None:
+    """The indexes are sparse, memory-mapped files: writing an entry into a page the full
+    tmpfs has no block for used to kill the broker with SIGBUS (exit -7) at the first index
+    entry after the disk filled. Here every append adds an entry to both indexes
+    (index.interval.bytes=0, rising timestamps) on a disk kept full: after each failed append
+    one page is freed, so every page an index or the .log needs is won by a failure first.
+    Every failure answers KAFKA_STORAGE_ERROR on the same connection, the broker lives on, and
+    once the space is freed all acknowledged records -- and nothing else -- read back in order."""
+    b = NamespacedBroker(tmp_path / "data", size="4m", overrides=[
+        "num.partitions=1", "log.index.interval.bytes=0"]).start()
+    try:
+        with RawConnection(b.port) as c:
+            c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
+            filler = b.inside("filler")
+            fill(filler)
+            acked: list[bytes] = []
+            failed = 0
+            for i in range(APPENDS):
+                value = b"v%d" % i
+                err, base = produce_one(c, value, 1000 + i)
+                if err == 0:
+                    assert base == len(acked)
+                    acked.append(value)
+                    continue
+                assert err == ErrorCode.KAFKA_STORAGE_ERROR, (i, err)
+                failed += 1
+                os.truncate(filler, max(0, filler.stat().st_size - 4096))  # one page back
+            assert b.proc is not None and b.proc.poll() is None
+            assert failed > 0 and len(acked) > 2048, (failed, len(acked))
+            filler.unlink()
+            for i in range(3):  # space again: appends succeed
+                value = b"after%d" % i
+                assert produce_one(c, value, 10_000 + i) == (0, len(acked))
+                acked.append(value)
+            got: list[bytes] = []
+            for _ in range(len(acked)):  # bounded: every fetch returns at least one record
+                more = fetch_values(c, len(got))
+                got += more
+                if not more or len(got) >= len(acked):
+                    break
+            assert got == acked
+        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+        assert b.stop() == 0, b.log_text()[-3000:]
     finally:
         b.kill()
 

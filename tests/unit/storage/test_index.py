@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage import mapped_file
 from storage.index import (
+    RESERVE_CHUNK,
     CorruptIndexError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -216,3 +218,53 @@ def test_lookup_in_cold_and_warm_sections(tmp_path: Path) -> None:
             assert oi.lookup(target) == want, target
     finally:
         oi.close()
+
+
+def allocated(path: Path) -> int:
+    """Bytes of `path` that have disk blocks (delayed allocations included)."""
+    return path.stat().st_blocks * 512
+
+
+@pytest.mark.parametrize("populate", [True, False], ids=["madvise", "posix_fallocate"])
+@pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
+def test_appends_reserve_disk_blocks_ahead_one_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, populate: bool, cls: type[OffsetIndex | TimeIndex]
+) -> None:
+    """A write through the map into a page without a disk block cannot fail with an error
+    (SIGBUS on a full disk), so appends reserve blocks before they write: none for an index
+    never appended to, RESERVE_CHUNK bytes at the first append, the next chunk at the append
+    that would cross into it -- through madvise, or posix_fallocate where that is missing."""
+    if not populate:
+        monkeypatch.setattr(mapped_file, "_populate_supported", False)
+    path = tmp_path / "00000000000000000000.idx"
+    idx = cls(path, 0, 1 << 20)
+    es = idx.ENTRY_SIZE
+    per_chunk = RESERVE_CHUNK // es  # whole entries in the first chunk
+
+    def add(n: int) -> None:
+        if isinstance(idx, OffsetIndex):
+            idx.append(n, n)
+        else:
+            idx.maybe_append(n, n)
+
+    try:
+        assert path.stat().st_size == (1 << 20) // es * es and allocated(path) == 0  # sparse
+        add(0)
+        assert RESERVE_CHUNK <= allocated(path) < 2 * RESERVE_CHUNK
+        for n in range(1, per_chunk):
+            add(n)
+        assert allocated(path) < 2 * RESERVE_CHUNK  # still in the first chunk
+        add(per_chunk)  # crosses (or, for 12-byte entries, straddles) into the second
+        assert 2 * RESERVE_CHUNK <= allocated(path) < 3 * RESERVE_CHUNK
+        idx.trim_to_valid_size()
+        idx.resize(1 << 20)  # a segment made active again: its tail is sparse once more
+        for n in range(per_chunk + 1, 2 * per_chunk + 2):
+            add(n)
+        assert 3 * RESERVE_CHUNK <= allocated(path) < 4 * RESERVE_CHUNK
+    finally:
+        idx.close()
+    reopened = cls(path, 0, 1 << 20)
+    try:
+        assert reopened.entries == 2 * per_chunk + 2 and reopened.entry(per_chunk).offset == per_chunk
+    finally:
+        reopened.close()

@@ -710,7 +710,8 @@ class LogSegment:
             dropped = 0
             if len(runs) > 1:
                 dropped = self._rewrite_without_holes(runs)
-            return dropped + self._recover_indexes(max_message_size, leader_epoch_cache)
+            valid_size = sum(r.stop - r.start for r in runs)
+            return dropped + self._recover_indexes(valid_size, max_message_size, leader_epoch_cache)
 
     def _scan_valid_runs(self) -> list[_Run]:
         """Byte ranges of the .log made of whole valid batches with increasing offsets,
@@ -744,14 +745,14 @@ class LogSegment:
                 if pos >= file_size:
                     break
                 nxt = find_next_batch(mm, pos + 1, file_size, prev_last + 1, max_last)
-                if nxt is None:
-                    break  # an invalid tail: the recovery pass truncates and logs it
                 log.warning(
                     "Found invalid messages in log segment %s at byte offset %d: %s",
                     self._file.path,
                     pos,
                     problem,
                 )
+                if nxt is None:
+                    break  # an invalid tail: the recovery pass truncates it
                 pos = run_start = nxt
                 run_first = I64.unpack_from(mm, nxt)[0]
         finally:
@@ -817,10 +818,14 @@ class LogSegment:
         return dropped
 
     def _recover_indexes(
-        self, max_message_size: int, leader_epoch_cache: LeaderEpochFileCache | None
+        self,
+        valid_size: int,
+        max_message_size: int,
+        leader_epoch_cache: LeaderEpochFileCache | None,
     ) -> int:
-        """The recovery pass proper: walk the valid batches from the start, rebuild both
-        indexes, truncate after the last valid batch; the bytes truncated."""
+        """The recovery pass proper over bytes [0, ``valid_size``), which
+        :meth:`_scan_valid_runs` validated (CRCs included): walk their headers, rebuild both
+        indexes and the epochs, truncate the file after them; the bytes truncated."""
         oi = self.offset_index
         ti = self.time_index
         oi.reset()
@@ -832,68 +837,36 @@ class LogSegment:
         valid = 0
         last_index_entry = 0
         prev_last = self.base_offset - 1
-        base = self.base_offset
         interval = self.index_interval_bytes
-        if file_size > 0:
-            mm = mmap.mmap(self._file.fd, file_size, access=mmap.ACCESS_READ)
-            try:
-                mv = memoryview(mm)
-                try:
-                    while file_size - valid > 0:
-                        try:
-                            h = validate_batch(mv, valid)
-                        except RecordsError as e:
-                            log.warning(
-                                "Found invalid messages in log segment %s at byte offset "
-                                "%d: %s",
-                                self._file.path,
-                                valid,
-                                e,
-                            )
-                            break
-                        first = h.base_offset
-                        last = first + h.last_offset_delta
-                        if first <= prev_last or last - base > _INT32_MAX:
-                            log.warning(
-                                "Found invalid offsets in log segment %s at byte offset %d: "
-                                "batch [%d, %d] after offset %d",
-                                self._file.path,
-                                valid,
-                                first,
-                                last,
-                                prev_last,
-                            )
-                            break
-                        size = h.batch_length + LOG_OVERHEAD
-                        if size > max_message_size:
-                            log.info(
-                                "Batch at byte offset %d of %s is larger than "
-                                "max.message.bytes (%d > %d); kept",
-                                valid,
-                                self._file.path,
-                                size,
-                                max_message_size,
-                            )
-                        if h.max_timestamp > self._max_ts:
-                            self._max_ts = h.max_timestamp
-                            self._offset_of_max_ts = last
-                        if valid - last_index_entry > interval:
-                            oi.append(last, valid)
-                            ti.maybe_append(self._max_ts, self._offset_of_max_ts)
-                            last_index_entry = valid
-                        if self._rolling_ts is None:
-                            self._rolling_ts = h.max_timestamp
-                        valid += size
-                        prev_last = last
-                        epoch = h.partition_leader_epoch
-                        if leader_epoch_cache is not None and epoch >= 0:
-                            latest = leader_epoch_cache.latest_epoch
-                            if latest is None or epoch > latest:
-                                leader_epoch_cache.assign(epoch, first)
-                finally:
-                    mv.release()
-            finally:
-                mm.close()
+        for pos, h in scan_headers(self._file, 0, valid_size):
+            first = h[0]
+            last = first + h[6]
+            size = h[1] + LOG_OVERHEAD
+            if size > max_message_size:
+                log.info(
+                    "Batch at byte offset %d of %s is larger than max.message.bytes (%d > %d); kept",
+                    pos,
+                    self._file.path,
+                    size,
+                    max_message_size,
+                )
+            max_ts = h[8]
+            if max_ts > self._max_ts:
+                self._max_ts = max_ts
+                self._offset_of_max_ts = last
+            if pos - last_index_entry > interval:
+                oi.append(last, pos)
+                ti.maybe_append(self._max_ts, self._offset_of_max_ts)
+                last_index_entry = pos
+            if self._rolling_ts is None:
+                self._rolling_ts = max_ts
+            valid = pos + size
+            prev_last = last
+            epoch = h[2]
+            if leader_epoch_cache is not None and epoch >= 0:
+                latest = leader_epoch_cache.latest_epoch
+                if latest is None or epoch > latest:
+                    leader_epoch_cache.assign(epoch, first)
         truncated = file_size - valid
         if truncated > 0:
             log.warning(

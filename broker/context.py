@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.registry import advertised
 from protocol.messages import RequestHeader
 from protocol.messages.api_versions_response import ApiVersion
+from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -26,6 +28,22 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    async def committed(self, results: Iterable[Any] = ()) -> StorageError | None:
+        """Await the controller's ``committed()`` before answering a change. When the metadata
+        could not be written (a full disk), every result in ``results`` without an error yet --
+        what this request changed -- gets KAFKA_STORAGE_ERROR and the message, and the error is
+        returned: the request is answered, its connection stays open. None once durable."""
+        try:
+            await self.server.controller.committed()
+        except StorageError as e:
+            for r in results:
+                if r.error_code == 0:
+                    r.error_code = e.code
+                    if hasattr(r, "error_message"):
+                        r.error_message = e.message
+            return e
+        return None
 
     @staticmethod
     def api_version_keys() -> list[ApiVersion]:

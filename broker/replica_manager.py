@@ -28,6 +28,7 @@ from broker.purgatory import DelayedOperationPurgatory
 from controller.metadata import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.config import LogConfig
+from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -150,6 +151,11 @@ class ReplicaManager:
         self.fetch_sessions = FetchSessionCache()
         # partitions whose last append failed with a storage error (full disk): warned once each
         self._storage_failed: set[TopicPartition] = set()
+        # partitions whose log could not be created or opened (a full or failing disk) -> why:
+        # answered KAFKA_STORAGE_ERROR, as Kafka answers for a partition on an offline log dir,
+        # and opened again by a job that the next request for one of them starts
+        self.offline: dict[TopicPartition, str] = {}
+        self._reopening: set[str] = set()  # topics with such a job running
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
         self._jobs_lock = asyncio.Lock()  # metadata jobs (log creation/deletion) run one at a time
@@ -199,17 +205,49 @@ class ReplicaManager:
                 missing.append(state)
         return config, missing
 
-    def _open_logs(self, topic: TopicState, config: LogConfig, states: list[PartitionState]) -> list[Log]:
-        """Open or create the logs of ``states`` (blocking: directories, segments, preallocated
-        indexes; an executor runs it once the broker serves)."""
-        return [
-            self.log_manager.get_or_create_log(topic.name, s.partition, config, topic.topic_id) for s in states
-        ]
+    def _open_logs(
+        self, topic: TopicState, config: LogConfig, states: list[PartitionState]
+    ) -> list[Log | Exception]:
+        """Open or create the logs of ``states`` (blocking: directories, partition.metadata,
+        segments, preallocated indexes; an executor runs it once the broker serves). A log that
+        cannot be (a full disk, EMFILE) is its error in the list: the others are still hosted."""
+        opened: list[Log | Exception] = []
+        for s in states:
+            try:
+                opened.append(self.log_manager.get_or_create_log(topic.name, s.partition, config, topic.topic_id))
+            except (OSError, StorageError) as e:
+                opened.append(e)
+        return opened
 
-    def _add_partitions(self, topic: TopicState, states: list[PartitionState], logs: list[Log]) -> None:
+    def _add_partitions(self, topic: TopicState, states: list[PartitionState], logs: list[Log | Exception]) -> None:
         for state, log_ in zip(states, logs, strict=True):
-            partition = self.partitions[topic.name, state.partition] = Partition(topic, state, log_, self.broker_id)
+            tp = (topic.name, state.partition)
+            if isinstance(log_, Exception):
+                if tp not in self.offline:  # once per partition, not per retry
+                    log.warning("could not create or open the log: answering KAFKA_STORAGE_ERROR for "
+                                "the partition until it opens", topic=tp[0], partition=tp[1], error=str(log_))
+                self.offline[tp] = str(log_)
+                continue
+            if self.offline.pop(tp, None) is not None:
+                log.info("log opened after a storage error", topic=tp[0], partition=tp[1])
+            partition = self.partitions[tp] = Partition(topic, state, log_, self.broker_id)
             partition.maybe_increment_high_watermark()  # a leader whose ISR is itself
+
+    def _reopen(self, topic: str) -> None:
+        """Start a job that opens the offline partitions of ``topic`` again (one at a time per
+        topic): a request for one of them is answered KAFKA_STORAGE_ERROR meanwhile, and its
+        retry finds the partition hosted once the disk has room."""
+        state = self.image.topics.get(topic)
+        if state is None or topic in self._reopening:
+            return
+        self._reopening.add(topic)
+
+        def done(job: asyncio.Future[None]) -> None:
+            self._reopening.discard(topic)
+            if not job.cancelled() and job.exception() is not None:
+                log.error("reopening offline partitions failed", topic=topic, exc_info=job.exception())
+
+        self.on_metadata_change("changed", state).add_done_callback(done)
 
     def _host_topic(self, topic: TopicState) -> None:
         """Start-up (before serving): host ``topic``'s partitions inline."""
@@ -224,6 +262,8 @@ class ReplicaManager:
         if event == "deleted":  # no more appends or fetches from now on
             for tp in [tp for tp in self.partitions if tp[0] == topic.name]:
                 self.partitions.pop(tp)
+            for tp in [tp for tp in self.offline if tp[0] == topic.name]:
+                self.offline.pop(tp)
         job = asyncio.ensure_future(self._metadata_job(event, topic))
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
@@ -252,6 +292,12 @@ class ReplicaManager:
         """The partition this broker hosts, or the Kafka error a client should see."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            error = self.offline.get((topic, partition)) if self.offline else None
+            if error is not None:
+                self._reopen(topic)
+                raise KafkaProtocolError(
+                    ErrorCode.KAFKA_STORAGE_ERROR, f"The log of {topic}-{partition} could not be opened: {error}"
+                )
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return p
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.checkpoints import atomic_write
+from storage.errors import StorageError
 
 log = logging.getLogger("odradek.controller")
 
@@ -133,6 +134,8 @@ class EmbeddedController:
         self.image.controller_id = broker.broker_id
         self._writer: ThreadPoolExecutor | None = None  # created on the first asynchronous save
         self._pending: set[asyncio.Future[Any]] = set()  # saves and listener work not yet done
+        self._saves: set[asyncio.Future[Any]] = set()  # the saves among them
+        self._unsaved = False  # the latest save failed: the image on disk is behind
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -191,7 +194,9 @@ class EmbeddedController:
             return
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="metadata-store")
-        self._track(loop.run_in_executor(self._writer, atomic_write, self.path, payload))
+        save = loop.run_in_executor(self._writer, atomic_write, self.path, payload)
+        self._saves.add(save)
+        self._track(save)
 
     def _notify(self, event: str, topic: TopicState) -> None:
         for listener in self.listeners:
@@ -205,22 +210,34 @@ class EmbeddedController:
 
     def _done(self, fut: asyncio.Future[Any]) -> None:
         self._pending.discard(fut)
-        if not fut.cancelled() and fut.exception() is not None:
+        failed = not fut.cancelled() and fut.exception() is not None
+        if fut in self._saves:  # saves finish in order, each with the whole image
+            self._saves.discard(fut)
+            self._unsaved = failed
+        if failed:
             log.error("metadata change not applied: %r", fut.exception())
 
     async def committed(self) -> None:
         """Wait until every change made so far is in the metadata file and applied by the
         listeners (logs created or deleted); any number of requests may wait at once. A failed
-        write raises here (OSError), for the request that waits to fail rather than to claim a
-        change that is not durable."""
+        write (a full disk) raises StorageError here, for the request that waits to answer
+        KAFKA_STORAGE_ERROR for what it changed rather than claim a change that is not durable;
+        the next wait writes the image again (the in-memory change stands: a retry finds it,
+        durable once a write succeeds). Other errors raise as they are (a listener's bug)."""
+        if self._unsaved and not self._saves:
+            self._unsaved = False
+            self._save()
         if not self._pending:
             return
         # asyncio.wait, not gather: a waiter cancelled (its client went away) must not cancel
         # the write or the log creation other requests wait for too
         done, _ = await asyncio.wait(list(self._pending))
         for fut in done:
-            if not fut.cancelled() and fut.exception() is not None:
-                raise fut.exception()  # type: ignore[misc]
+            exc = None if fut.cancelled() else fut.exception()
+            if isinstance(exc, OSError):
+                raise StorageError(f"The metadata change could not be written: {exc}") from exc
+            if exc is not None:
+                raise exc
 
     def close(self) -> None:
         """Stop the writer thread after its queued writes (shutdown, after :meth:`committed`)."""

@@ -217,7 +217,11 @@ class LeaderEpochFileCache:
         # dirty is cleared before the entries are copied: an assign on the loop meanwhile
         # marks it again, so the next flush writes that entry
         self._dirty = False
-        self.checkpoint.write(list(self._entries), sync=self.sync)
+        try:
+            self.checkpoint.write(list(self._entries), sync=self.sync)
+        except BaseException:
+            self._dirty = True  # the file is stale (a full disk): the next flush_if_dirty retries
+            raise
 
     # -- queries ---------------------------------------------------------------------------
 

@@ -636,16 +636,18 @@ class Log:
             seg = self._segments[-1]
             if seg.should_roll(cfg.segment_bytes, cfg.segment_ms, max_ts, last_offset, pos, now_ms):
                 seg = self._roll_for_append(seg, first_offset)
-            seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+            if analysis is None:
+                seg.append(last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos])
+                self._producer_state.update_map_end_offset(next_offset)
+            else:
+                self._append_with_producer_state(
+                    seg, analysis, first_offset, last_offset, max_ts, offset_of_max, mv if pos == n else mv[:pos]
+                )
             if leader_epoch != self._last_assigned_epoch:
                 # before the LEO moves: a concurrent flush() that syncs these offsets then also
                 # writes the epoch (it is only marked dirty here) before the recovery point passes it
                 self._assign_epoch(leader_epoch, first_offset)
             self._log_end_offset = next_offset
-            if analysis is None:
-                self._producer_state.update_map_end_offset(next_offset)
-            else:
-                self._apply_producer_state(seg, analysis, next_offset)
             return LogAppendInfo(
                 first_offset,
                 last_offset,
@@ -658,14 +660,49 @@ class Log:
                 batches,
             )
 
-    def _apply_producer_state(
-        self, seg: LogSegment, analysis: ProducerStateAnalysis, next_offset: int
+    def _append_with_producer_state(
+        self,
+        seg: LogSegment,
+        analysis: ProducerStateAnalysis,
+        first_offset: int,
+        last_offset: int,
+        max_ts: int,
+        offset_of_max: int,
+        records: memoryview,
     ) -> None:
-        """After writing batches with producer ids: commit their producer state, index the
-        aborted transactions they completed, move the first unstable offset."""
-        for txn, lso in self._producer_state.apply_append(analysis, next_offset):
-            if txn.is_aborted:
-                seg.txn_index.append(AbortedTxn.of(txn, lso))
+        """Append batches with producer ids to ``seg`` all-or-nothing: index the aborted
+        transactions they complete (``.txnindex``), write the batches, then commit their producer
+        state (memory only) and move the first unstable offset. Either write can fail (a full
+        disk); the index entries come first because they can be computed before anything
+        changes, and a failure of the batch write takes them back -- so a failed append leaves
+        the segment, its indexes, the producer state and the log end offset as they were, and a
+        retry is neither a duplicate nor missing an index entry. Raises StorageError."""
+        aborted = [
+            AbortedTxn.of(txn, lso)
+            for txn, lso in self._producer_state.completed_transactions(analysis)
+            if txn.is_aborted
+        ]
+        txn_index = seg.txn_index
+        indexed = 0
+        try:
+            for entry in aborted:
+                txn_index.append(entry)
+                indexed += 1
+            seg.append(last_offset, max_ts, offset_of_max, records)
+        except BaseException as e:
+            if indexed:
+                try:
+                    txn_index.truncate_to(first_offset)
+                except OSError as undo:
+                    log.error("Could not take back the aborted transactions indexed in %s from "
+                              "offset %d after a failed append: %s", txn_index.path, first_offset, undo)
+            if isinstance(e, OSError):
+                raise StorageError(
+                    f"Error while indexing an aborted transaction of {self.name} in "
+                    f"{txn_index.path}: {e}"
+                ) from e
+            raise
+        self._producer_state.apply_append(analysis, last_offset + 1)
         self._update_first_unstable_offset()
 
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
@@ -764,12 +801,14 @@ class Log:
             )
         now_ms = self._time_ms()
         seg = self._maybe_roll(pos, max_ts, first_offset, prev_last, now_ms)
-        seg.append(prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos])
-        self._log_end_offset = prev_last + 1
         if analysis is None:
+            seg.append(prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos])
             self._producer_state.update_map_end_offset(prev_last + 1)
         else:
-            self._apply_producer_state(seg, analysis, prev_last + 1)
+            self._append_with_producer_state(
+                seg, analysis, first_offset, prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos]
+            )
+        self._log_end_offset = prev_last + 1
         cache = self.leader_epoch_cache
         self._last_assigned_epoch = None
         if cache is not None:
@@ -843,7 +882,12 @@ class Log:
         the new base offset. Returns the new segment. Its data and the snapshot are fsynced
         later (see :meth:`flush_due`)."""
         with self._lock:
-            return self._roll(expected_next_offset)
+            try:
+                return self._roll(expected_next_offset)
+            except OSError as e:  # the append that wanted the roll answers KAFKA_STORAGE_ERROR
+                raise StorageError(
+                    f"Error while rolling a new log segment of {self.name}: {e}"
+                ) from e
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         """A new, empty active segment at ``base_offset`` with this log's config, clock and a
@@ -906,6 +950,8 @@ class Log:
                 f"Error while rolling a new log segment of {self.name} at offset {new_offset}: {e}"
             ) from e
         self._set_segments([*self._view[0], seg])
+        # a failed snapshot (full disk) fails the append that wanted the roll, the roll itself
+        # stands: the next load replays this segment from an older snapshot instead
         # Kafka: a snapshot at the new base offset, so recovery can start from it and replay
         # only this segment; no fsync under the lock -- flush() syncs it with the old segment.
         snapshot = self._producer_state.take_snapshot(new_offset, sync=False)
@@ -1242,14 +1288,26 @@ class Log:
         with self._flush_lock:
             if self._recovery_point < new_start:
                 self._recovery_point = new_start
+        failed: OSError | None = None
         if self.leader_epoch_cache is not None:
-            self.leader_epoch_cache.truncate_from_start(new_start)
+            try:
+                self.leader_epoch_cache.truncate_from_start(new_start)
+            except OSError as e:
+                # the cache is truncated and marked dirty: Log.flush writes the file again, and a
+                # load truncates a stale one at the log start offset anyway; the rest goes on, so
+                # the log is consistent whatever the answer
+                failed = e
         # Snapshots below the log start offset can never be loaded again (loading and
         # truncation drop those at or below it), so they go now.
         self._producer_state.delete_snapshots_before(new_start)
         self._producer_state.on_log_start_offset_incremented(new_start)
         self._on_high_watermark_updated()
         log.info("Incremented log start offset of %s to %d due to %s", self.name, new_start, reason)
+        if failed is not None:
+            raise StorageError(
+                f"Error while writing the leader-epoch checkpoint of {self.name} after moving its "
+                f"log start offset to {new_start}: {failed}"
+            ) from failed
         return True
 
     @_locked

@@ -1082,19 +1082,39 @@ class ProducerStateManager:
                 completed.append(txn)
         return ProducerStateAnalysis(updated, completed, None)
 
+    def completed_transactions(self, analysis: ProducerStateAnalysis) -> list[tuple[CompletedTxn, int]]:
+        """What :meth:`apply_append` of ``analysis`` will return -- each transaction it completes
+        with the last stable offset to record for it -- without changing anything. Why: the log
+        writes the aborted ones to ``.txnindex`` first, so a failed write leaves the producer
+        state as it was (an append is all-or-nothing)."""
+        if not analysis.completed_txns:
+            return []
+        ongoing = _OffsetMap()  # the ongoing transactions as apply_append will see them
+        for txn in self._ongoing.values():
+            ongoing.put(txn.first_offset, txn)
+        for info in analysis.updated_producers.values():
+            for txn in info.started_transactions:
+                ongoing.put(txn.first_offset, txn)
+        done = []
+        for completed in analysis.completed_txns:
+            done.append((completed, self.last_stable_offset(completed, ongoing)))
+            ongoing.pop(completed.first_offset)
+        return done
+
     def apply_append(
         self, analysis: ProducerStateAnalysis, next_offset: int
     ) -> list[tuple[CompletedTxn, int]]:
         """Commit an analysis whose batches were written, ending at ``next_offset`` (last offset
         + 1). Returns each completed transaction with the last stable offset to record for it
-        in the transaction index (aborted ones go to ``.txnindex``)."""
+        in the transaction index (aborted ones go to ``.txnindex``): see
+        :meth:`completed_transactions`. Changes memory only; raises nothing for a valid
+        analysis."""
         if analysis.duplicate is not None:
             raise ValueError("a duplicate append is not written, so it cannot be applied")
+        done = self.completed_transactions(analysis)
         for info in analysis.updated_producers.values():
             self.update(info)
-        done = []
-        for txn in analysis.completed_txns:
-            done.append((txn, self.last_stable_offset(txn)))
+        for txn, _lso in done:
             self.complete_txn(txn)
         self.update_map_end_offset(next_offset)
         return done
@@ -1158,11 +1178,11 @@ class ProducerStateManager:
             if txn.last_offset is not None and txn.last_offset < offset:
                 self._unreplicated.pop(txn.first_offset)
 
-    def last_stable_offset(self, completed_txn: CompletedTxn) -> int:
+    def last_stable_offset(self, completed_txn: CompletedTxn, ongoing: _OffsetMap | None = None) -> int:
         """The LSO to record with ``completed_txn`` in the transaction index: the first offset
         of the earliest ongoing transaction of another producer, else its marker offset + 1.
-        Call before :meth:`complete_txn`."""
-        for txn in self._ongoing.values():
+        Call before :meth:`complete_txn` (``ongoing``: instead of the manager's own)."""
+        for txn in (self._ongoing if ongoing is None else ongoing).values():
             if txn.producer_id != completed_txn.producer_id:
                 return txn.first_offset
         return completed_txn.last_offset + 1

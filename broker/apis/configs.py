@@ -203,7 +203,7 @@ async def alter(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRe
         except KafkaProtocolError as e:
             out.error_code, out.error_message = e.code, e.message
         responses.append(out)
-    await ctx.server.controller.committed()  # durable and hosted before the client is told
+    await ctx.committed(responses)  # durable and hosted before the client is told
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
@@ -261,5 +261,5 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
         except KafkaProtocolError as e:
             out.error_code, out.error_message = e.code, e.message
         responses.append(out)
-    await ctx.server.controller.committed()  # durable and hosted before the client is told
+    await ctx.committed(responses)  # durable and hosted before the client is told
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -60,7 +60,7 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
         except KafkaProtocolError as e:
             result.error_code, result.error_message = e.code, e.message
         results.append(result)
-    await ctx.server.controller.committed()  # durable and hosted before the client is told
+    await ctx.committed(results)  # durable and hosted before the client is told
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 

@@ -108,7 +108,10 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
             result.num_partitions = -1
             result.replication_factor = -1
         results.append(result)
-    await ctx.server.controller.committed()  # durable and hosted before the client is told
+    # durable and hosted before the client is told
+    if await ctx.committed(changed := [r for r in results if r.error_code == 0]):
+        for r in changed:
+            r.num_partitions = r.replication_factor = -1
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 

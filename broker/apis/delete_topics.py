@@ -83,5 +83,5 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
             result.error_code = e.code
             result.error_message = e.message
         results.append(result)
-    await ctx.server.controller.committed()  # durable and hosted before the client is told
+    await ctx.committed(results)  # durable and hosted before the client is told
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -34,13 +34,16 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     return ErrorCode.NONE, node.broker_id, node.host, node.port
 
 
-async def _hosted(ctx: RequestContext, keys: list[str]) -> None:
+async def _hosted(ctx: RequestContext, keys: list[str]) -> bool:
     """A coordinator partition of `__consumer_offsets` just created is hosted by an executor job:
     answer once it is (the controller's committed()), so the client's next JoinGroup does not
-    get NOT_COORDINATOR. Nothing waits once the partitions exist."""
+    get NOT_COORDINATOR. Nothing waits once the partitions exist. False when the topic could not
+    be written (a full disk): the keys are answered COORDINATOR_NOT_AVAILABLE, which clients
+    retry."""
     gc = ctx.server.group_coordinator
     if any(not gc.is_coordinator_for(k) for k in keys):
-        await ctx.server.controller.committed()
+        return await ctx.committed() is None
+    return True
 
 
 def _message(code: int) -> str:
@@ -56,12 +59,16 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
             coordinators.append(
                 Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=code, error_message=_message(code))
             )
-        await _hosted(ctx, [c.key for c in coordinators if c.error_code == ErrorCode.NONE])
+        found = [c for c in coordinators if c.error_code == ErrorCode.NONE]
+        if not await _hosted(ctx, [c.key for c in found]):
+            for c in found:
+                c.error_code, c.error_message = ErrorCode.COORDINATOR_NOT_AVAILABLE, _message(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                c.node_id, c.host, c.port = -1, "", -1
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = req.key_type if ctx.version >= 1 else 0
     code, node_id, host, port = _lookup(ctx, req.key, key_type)
-    if code == ErrorCode.NONE:
-        await _hosted(ctx, [req.key])
+    if code == ErrorCode.NONE and not await _hosted(ctx, [req.key]):
+        code, node_id, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=code, error_message=_message(code), node_id=node_id, host=host, port=port
     )

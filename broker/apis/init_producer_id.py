@@ -22,5 +22,7 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
             throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
         )
     pid = ctx.server.controller.allocate_producer_id()
-    await ctx.server.controller.committed()  # the id block is durable before the id is used
+    failed = await ctx.committed()  # the id block is durable before the id is used
+    if failed is not None:  # not durable: a restart could hand the id out again
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=failed.code, producer_id=-1, producer_epoch=-1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)

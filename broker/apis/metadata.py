@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.version
     allow_auto = cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
 
-    auto_created = False
+    auto_created: list[MetadataResponseTopic] = []
     if req.topics is None or (v == 0 and not req.topics):
         topics = [topic_response(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
     else:
@@ -77,15 +77,16 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                 )
                 continue
             t = image.topics.get(name)
+            created = False
             if t is None and allow_auto and name not in INTERNAL_TOPICS:
                 try:
-                    auto_created = True
                     # the same per-broker bounds as CreateTopics (max.broker.partitions, open files)
                     check_broker_partitions(len(server.replica_manager.partitions), cfg["num.partitions"],
                                             cfg["max.broker.partitions"], open_files())
                     t = controller.create_topic(
                         name, cfg["num.partitions"], min(cfg["default.replication.factor"], len(image.brokers))
                     )
+                    created = True
                 except KafkaProtocolError as e:
                     topics.append(error_topic(name, e.code))
                     continue
@@ -100,12 +101,16 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                 topics.append(error_topic(name, code))
             else:
                 topics.append(topic_response(t))
+                if created:
+                    auto_created.append(topics[-1])
 
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:
             t.topic_authorized_operations = TOPIC_OPERATIONS
-    if auto_created:  # durable and hosted first; other Metadata never waits for the disk
-        await ctx.server.controller.committed()
+    # durable and hosted first; other Metadata never waits for the disk
+    if auto_created and await ctx.committed(auto_created):
+        for t in auto_created:  # KAFKA_STORAGE_ERROR (retriable): the client asks again
+            t.partitions = []
     brokers = [
         MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)

@@ -9,6 +9,7 @@ with the process, so nothing is left mounted whatever happens to the test."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,15 @@ import pytest
 
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request_frame
-from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
+from protocol.messages import (
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    FetchRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from protocol.messages import create_topics_request as ct
+from protocol.messages import delete_records_request as drr
 from protocol.messages import fetch_request as fr
 from protocol.messages import metadata_request as mr
 from protocol.messages import produce_request as pr
@@ -253,6 +262,8 @@ def test_full_disk_storage_error_warned_once_per_partition_and_sigterm_exits_0(
                     break
                 assert set(codes.values()) <= {0, ErrorCode.KAFKA_STORAGE_ERROR}, codes
             assert full_at is not None, "the 3 MiB tmpfs never filled up"
+            for p in (0, 1):  # the warnings may reach the log reader thread after the answer
+                b.wait_for_line(f"partition={p} error=", timeout=10)
             mark = len(b.lines)
             for _ in range(20):  # many more failing requests: still one warning per partition
                 assert produce(c, "t", [0, 1], os.urandom(60_000)) == {
@@ -283,18 +294,18 @@ def fill(path: Path) -> None:
                 assert e.errno == errno.ENOSPC, e
 
 
-def produce_one(c: RawConnection, value: bytes, timestamp: int) -> tuple[int, int]:
-    """One single-record batch to t-0 with acks=1: (error code, base offset)."""
+def produce_one(c: RawConnection, value: bytes, timestamp: int, topic: str = "t") -> tuple[int, int]:
+    """One single-record batch to partition 0 with acks=1: (error code, base offset)."""
     batch = build_batch([Record(0, 0, 0, None, value, [])], base_timestamp=timestamp)
     r = c.call(0, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pr.TopicProduceData(
-        name="t", partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
+        name=topic, partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
     p = r.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
 
 
-def fetch_values(c: RawConnection, offset: int) -> list[bytes]:
+def fetch_values(c: RawConnection, offset: int, topic: str = "t") -> list[bytes]:
     r = c.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
-        topics=[fr.FetchTopic(topic="t", partitions=[
+        topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]))
     p = r.responses[0].partitions[0]
     assert p.error_code == 0, p
@@ -347,6 +358,90 @@ def test_full_disk_index_pages_answer_storage_error_not_sigbus(tmp_path: Path, c
                     break
             assert got == acked
         assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+        assert b.stop() == 0, b.log_text()[-3000:]
+    finally:
+        b.kill()
+
+
+def fetch_all(c: RawConnection, topic: str, start: int, count: int) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(count):  # bounded: every fetch returns at least one record
+        more = fetch_values(c, start + len(got), topic)
+        got += more
+        if not more or len(got) >= count:
+            break
+    return got
+
+
+def delete_records(c: RawConnection, topic: str, offset: int) -> tuple[int, int]:
+    r = c.call(21, 2, DeleteRecordsRequest(timeout_ms=5000, topics=[drr.DeleteRecordsTopic(
+        name=topic, partitions=[drr.DeleteRecordsPartition(partition_index=0, offset=offset)])]))
+    p = r.topics[0].partitions[0]
+    return p.error_code, p.low_watermark
+
+
+def create_topic(c: RawConnection, name: str, **configs: str) -> int:
+    r = c.call(19, 7, CreateTopicsRequest(timeout_ms=10000, topics=[ct.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1,
+        configs=[ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])]))
+    return r.topics[0].error_code
+
+
+def test_full_disk_roll_checkpoints_and_new_logs_answer_storage_error(tmp_path: Path, can_unshare: None) -> None:
+    """On a full disk the writes after or around an append -- the roll's last time-index entry
+    and producer snapshot, DeleteRecords' leader-epoch checkpoint, the metadata file and
+    partition.metadata of a new topic -- used to raise out of the handler and close the
+    connection. Each is now answered KAFKA_STORAGE_ERROR for its partition or topic on the same
+    connection; a produce to a partition whose log could not be created answers it too. Once
+    space is freed every retry succeeds, the acknowledged records read back exactly once (no
+    failed append left anything behind) and the new topic's partition opens and takes appends."""
+    b = NamespacedBroker(tmp_path / "data", size="4m", overrides=["num.partitions=1"]).start()
+    try:
+        with RawConnection(b.port) as c:
+            assert create_topic(c, "t", **{"segment.bytes": "2048"}) == 0
+            acked: list[bytes] = []
+            for i in range(4):
+                value = b"v%d" % i + b"x" * 300
+                assert produce_one(c, value, 1000 + i) == (0, len(acked))
+                acked.append(value)
+            filler = b.inside("filler")
+            fill(filler)
+            failed_produce = None
+            for i in range(10):  # a 2 KiB segment: a roll is due within 7 more batches
+                value = b"w%d" % i + b"x" * 300
+                err, base = produce_one(c, value, 2000 + i)
+                if err:
+                    failed_produce = value
+                    break
+                assert base == len(acked)
+                acked.append(value)
+            assert failed_produce is not None, "the disk never refused an append"
+            assert err == ErrorCode.KAFKA_STORAGE_ERROR
+            assert delete_records(c, "t", 2) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+            assert create_topic(c, "u") == ErrorCode.KAFKA_STORAGE_ERROR
+            r = c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="v")], allow_auto_topic_creation=True))
+            assert [(t.name, t.error_code) for t in r.topics] == [("v", ErrorCode.KAFKA_STORAGE_ERROR)]
+            assert produce_one(c, b"u0", 3000, "u")[0] == ErrorCode.KAFKA_STORAGE_ERROR
+
+            filler.unlink()
+            # `u` and `v` exist, not yet written down: the next request that waits for the
+            # metadata writes it again
+            assert create_topic(c, "u") == ErrorCode.TOPIC_ALREADY_EXISTS
+            saved = json.loads(b.inside("__odradek_metadata.json").read_text())
+            assert sorted(t["name"] for t in saved["topics"]) == ["t", "u", "v"]
+            assert produce_one(c, failed_produce, 2100) == (0, len(acked))  # the same batch, retried
+            acked.append(failed_produce)
+            assert delete_records(c, "t", 2) == (0, 2)
+            assert fetch_all(c, "t", 2, len(acked) - 2) == acked[2:]
+            for _ in range(50):  # the partition of `u` opens again in the background
+                err, base = produce_one(c, b"u0", 3000, "u")
+                if err != ErrorCode.KAFKA_STORAGE_ERROR:
+                    break
+                b.wait_for_line("log opened after a storage error", timeout=10)
+            assert (err, base) == (0, 0)
+            assert fetch_all(c, "u", 0, 1) == [b"u0"]
+        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+        assert not [line for line in b.lines if "request handler failed" in line]
         assert b.stop() == 0, b.log_text()[-3000:]
     finally:
         b.kill()

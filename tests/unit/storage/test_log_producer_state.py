@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import resource
 import shutil
 import uuid
 from pathlib import Path
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from broker.config import KafkaConfig
+from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch, build_control_batch
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.log import AppendOrigin, Log, LogAppendInfo
 from storage.log_manager import LogManager
 from storage.producer_state import (
@@ -26,7 +29,7 @@ from storage.producer_state import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
-from tests.unit.storage.helpers import T0, Clock, client_batch, log_bytes, offset_batch
+from tests.unit.storage.helpers import T0, Clock, client_batch, headers_of, log_bytes, offset_batch
 
 PID = 1000
 OTHER = 2000
@@ -377,6 +380,78 @@ def test_last_stable_offset_follows_transactions(tmp_path: Path) -> None:
         log.update_high_watermark(log.log_end_offset)
         assert log.first_unstable_offset is None
         assert log.last_stable_offset == log.high_watermark == 6
+    finally:
+        log.close()
+
+
+def open_transaction(d: Path) -> Log:
+    """A log with offset 0 from a plain producer and a transaction of PID open at 1-2."""
+    log = open_log(d)
+    log.append_as_leader(client_batch(1), 0, T0)
+    log.append_as_leader(pbatch(0, 2, txn=True), 0, T0)
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+def assert_marker_not_appended(log: Log, before: bytes) -> None:
+    assert log.log_end_offset == 3 and log_bytes(log) == before
+    assert log.first_unstable_offset == 1  # the transaction is still open
+    assert [t.first_offset for t in log.producer_state.ongoing_transactions()] == [1]
+    assert log.collect_aborted_transactions(0, 10) == []
+
+
+def assert_marker_appended_once(log: Log) -> None:
+    marker = bytearray(build_control_batch(False, 0, PID, 0, timestamp=T0))  # ABORT
+    assert offsets(log.append_as_leader(marker, 0, T0, origin=AppendOrigin.COORDINATOR)) == (3, 3)
+    assert log.collect_aborted_transactions(0, 10) == [(PID, 1)]
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset is None and log.last_stable_offset == 4
+    assert [h[1:] for h in headers_of(log_bytes(log))] == [(0, 0), (1, 2), (3, 3)]
+
+
+def test_abort_marker_whose_txn_index_cannot_be_written_is_not_appended(tmp_path: Path) -> None:
+    """The .txnindex write of an ABORT marker fails (its path is a directory: EISDIR): the append
+    raises KAFKA_STORAGE_ERROR and leaves nothing -- no marker in the segment, the log end offset,
+    the open transaction and the transaction index as they were -- so the coordinator's retry
+    appends it once, at the same offset. Before, the marker was written and the log end offset
+    moved before the index write raised an OSError (a closed connection, and a retry wrote a
+    second marker)."""
+    d = tmp_path / "t-0"
+    log = open_transaction(d)
+    try:
+        before = log_bytes(log)
+        txn_index = log.active_segment.txn_index_path
+        txn_index.mkdir()
+        marker = bytearray(build_control_batch(False, 0, PID, 0, timestamp=T0))
+        with pytest.raises(StorageError) as e:
+            log.append_as_leader(marker, 0, T0, origin=AppendOrigin.COORDINATOR)
+        assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert_marker_not_appended(log, before)
+        txn_index.rmdir()
+        assert_marker_appended_once(log)
+    finally:
+        log.close()
+
+
+def test_abort_marker_whose_segment_write_fails_takes_back_its_txn_index_entry(tmp_path: Path) -> None:
+    """The marker's .txnindex entry is written, then the .log cannot grow (RLIMIT_FSIZE: the
+    write is cut short, EFBIG): the entry is taken back with the batch, so a retry indexes the
+    transaction once."""
+    d = tmp_path / "t-0"
+    log = open_transaction(d)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        before = log_bytes(log)
+        marker = bytearray(build_control_batch(False, 0, PID, 0, timestamp=T0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + len(marker) // 2, hard))
+        try:
+            with pytest.raises(StorageError):
+                log.append_as_leader(marker, 0, T0, origin=AppendOrigin.COORDINATOR)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        assert_marker_not_appended(log, before)
+        assert log.active_segment.txn_index_path.stat().st_size == 0  # written, then taken back
+        assert_marker_appended_once(log)
     finally:
         log.close()
 

@@ -82,6 +82,17 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"), "[CreateTime, LogAppendTime]"),
     D("log.cleanup.policy", "list", ["delete"], "delete and/or compact (cleanup.policy)."),
     D("log.preallocate", "bool", False, "Preallocate segment files."),
+    D("log.cleaner.enable", "bool", True, "Run the log cleaner (compaction of cleanup.policy=compact topics, __consumer_offsets included)."),
+    D("log.cleaner.threads", "int", 1, "Cleaner threads, each with its own worker process.", _at_least(0), "[0,...]"),
+    D("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the key -> offset maps of all cleaner threads; a cleaning covers as much of the dirty section as its share holds."),
+    D("log.cleaner.io.buffer.size", "int", 524288, "Bytes a cleaner reads at a time (grown for a larger batch).", _at_least(0), "[0,...]"),
+    D("log.cleaner.io.buffer.load.factor", "double", 0.9, "Fill of the offset map at which a cleaning stops taking keys."),
+    D("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, "Bytes per second a cleaner reads and writes at most."),
+    D("log.cleaner.backoff.ms", "long", 15000, "Wait before looking again when there is no log to clean.", _at_least(0), "[0,...]"),
+    D("log.cleaner.min.cleanable.ratio", "double", 0.5, "Default min.cleanable.dirty.ratio: dirty bytes / all bytes above which a log is cleaned."),
+    D("log.cleaner.min.compaction.lag.ms", "long", 0, "Default min.compaction.lag.ms: records younger than this are not compacted."),
+    D("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Default max.compaction.lag.ms: a record older than this is compacted whatever the ratio.", _at_least(1), "[1,...]"),
+    D("log.cleaner.delete.retention.ms", "long", 86400000, "Default delete.retention.ms: how long tombstones (and transaction markers) stay after the cleaning that first kept them."),
     D("min.insync.replicas", "int", 1, "Replicas that must have a write for acks=all.", _at_least(1), "[1,...]"),
     D("unclean.leader.election.enable", "bool", False, "Allow an out-of-sync replica to become leader."),
     D("compression.type", "string", "producer", "Topic compression (producer keeps the producer's).", _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "[producer, uncompressed, gzip, snappy, lz4, zstd]"),
@@ -345,6 +356,10 @@ class KafkaConfig:
             "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
             "compression.type": v["compression.type"],
             "preallocate": str(v["log.preallocate"]).lower(),
+            "min.cleanable.dirty.ratio": repr(float(v["log.cleaner.min.cleanable.ratio"])),
+            "min.compaction.lag.ms": str(v["log.cleaner.min.compaction.lag.ms"]),
+            "max.compaction.lag.ms": str(v["log.cleaner.max.compaction.lag.ms"]),
+            "delete.retention.ms": str(v["log.cleaner.delete.retention.ms"]),
         }
 
     def replace(self, **overrides: Any) -> KafkaConfig:

@@ -39,6 +39,8 @@ from broker.replica_manager import ReplicaManager
 from controller.metadata import BrokerInfo, EmbeddedController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import kafka_uuid_str
+from storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
+from storage.cleaner.manager import LogCleanerManager
 from storage.log_manager import LogDirError, LogManager, LogsOnDisk
 
 log = structlog.get_logger("odradek.server")
@@ -64,6 +66,7 @@ class BrokerServer:
         self.controller: EmbeddedController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
         self.stopping_callbacks: list[Any] = []  # run when shutdown begins
 
@@ -94,6 +97,7 @@ class BrokerServer:
         )
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
+        self.log_cleaner = self._make_log_cleaner(self.log_manager)
         self.replica_manager = ReplicaManager(self)
         self.controller.listeners.append(self.replica_manager.on_metadata_change)
         await self.replica_manager.startup()
@@ -143,6 +147,8 @@ class BrokerServer:
             for sock in server.sockets:
                 log.info("listening", listener=listener.name, address=str(sock.getsockname()))
         self._spawn(self._reap_idle_connections())
+        if self.log_cleaner is not None:
+            self.log_cleaner.startup()
         lm = self.log_manager
         self._spawn(self._every(cfg["log.retention.check.interval.ms"], lm.cleanup_logs, "retention"))
         self._spawn(self._every(1000, lm.flush_dirty_logs, "flush"))
@@ -162,6 +168,24 @@ class BrokerServer:
 
     def _open_log_manager(self) -> LogManager:
         return LogManager.open(self.config)
+
+    def _make_log_cleaner(self, lm: LogManager) -> LogCleaner | None:
+        """The log cleaner (log.cleaner.enable), started with the listeners; the LogManager
+        stops its cleaning of a log before deleting it."""
+        cfg = self.config
+        if not cfg["log.cleaner.enable"] or cfg["log.cleaner.threads"] == 0:
+            return None
+        manager = LogCleanerManager(lambda: lm, lm.cleaner_offsets, lm.checkpoint_cleaner_offset_of)
+        cleaner = LogCleaner(CleanerConfig(
+            num_threads=cfg["log.cleaner.threads"],
+            dedupe_buffer_size=cfg["log.cleaner.dedupe.buffer.size"],
+            dedupe_buffer_load_factor=cfg["log.cleaner.io.buffer.load.factor"],
+            io_buffer_size=cfg["log.cleaner.io.buffer.size"],
+            max_io_bytes_per_second=cfg["log.cleaner.io.max.bytes.per.second"],
+            backoff_ms=cfg["log.cleaner.backoff.ms"],
+        ), manager)
+        lm.cleaner = cleaner
+        return cleaner
 
     def _adopt_topics(self, on_disk: dict[str, LogsOnDisk]) -> None:
         """Partition logs whose topic the metadata store does not know become topics, under the
@@ -230,6 +254,8 @@ class BrokerServer:
                 await self.controller.committed()
             except Exception:
                 log.exception("metadata store write failed during shutdown")
+        if self.log_cleaner is not None:  # before the logs close: a cleaning in progress stops
+            await loop.run_in_executor(None, self.log_cleaner.shutdown)
         if self.replica_manager is not None:
             await self.replica_manager.shutdown()
         if self.controller is not None:

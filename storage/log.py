@@ -81,6 +81,7 @@ from protocol.records import (
     set_max_timestamp_and_type,
 )
 from storage import log_validator as _v
+from storage.checkpoints import fsync_dir
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -103,6 +104,8 @@ from storage.producer_state import (
     producer_batches,
 )
 from storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     LogSegment,
     log_file,
     offset_index_file,
@@ -1086,6 +1089,71 @@ class Log:
             if res.is_complete:
                 break
         return out
+
+    # -- compaction (storage.cleaner) ----------------------------------------------------------
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated; a cleaning that started before a truncation
+        must not swap its segments in (its offset map may hold offsets that are gone)."""
+        return self._truncations
+
+    @_locked
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """Producer id -> (offset of its last data record or None, its epoch), Kafka's
+        ``lastRecordsOfActiveProducers``: the cleaner keeps the batch holding that offset (or
+        the producer's last marker), even empty, so that a producer's next sequence or epoch
+        check still finds its state after a reload."""
+        return {
+            pid: (e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            for pid, e in self._producer_state.active_producers.items()
+        }
+
+    def aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Every aborted transaction overlapping [start, upper) in the segments' ``.txnindex``
+        files (blocking reads)."""
+        out: list[AbortedTxn] = []
+        for seg in self.log_segments(start_offset, upper_bound_offset):
+            out.extend(seg.collect_aborted_txns(start_offset, upper_bound_offset).aborted_transactions)
+        return out
+
+    def replace_segments(self, new: LogSegment, replaces: tuple[int, ...], truncations: int) -> bool:
+        """Swap the cleaned segment ``new`` (its files named ``.cleaned``) in for the segments
+        with base offsets ``replaces``, Kafka's ``LocalLog.replaceSegments``; False (nothing
+        changed) when those are no longer all in the log, one is the active segment, or the
+        log was truncated or closed since the cleaning started (``truncations``).
+
+        Crash safety by file names alone: ``.cleaned`` -> ``.swap``; the replaced segments
+        renamed ``.deleted`` (their files go file.delete.delay.ms later, so a reader holding a
+        slice of one keeps reading valid bytes); ``.swap`` -> final name; directory fsync'd. A
+        start after a crash removes ``.cleaned`` files and completes a ``.swap``
+        (storage.log_loader). Blocking: call from an executor; the log's lock is held only
+        for the renames, not for the directory fsync."""
+        with self._lock:
+            segs = self._view[0]
+            wanted = set(replaces)
+            old = [s for s in segs if s.base_offset in wanted]
+            if (
+                self._closed
+                or truncations != self._truncations
+                or len(old) != len(wanted)
+                or segs[-1] in old
+                or not replaces
+                or new.base_offset != min(wanted)
+            ):
+                return False
+            new.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+            kept = [s for s in segs if s.base_offset not in wanted]
+            kept.append(new)
+            kept.sort(key=lambda s: s.base_offset)
+            self._set_segments(kept)
+            due = self._time_ms() + self.config.file_delete_delay_ms
+            for seg in old:
+                seg.rename_to_deleted()
+                self._pending_deletes.append((due, seg))
+            new.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        fsync_dir(self.dir)
+        return True
 
     # -- truncation ----------------------------------------------------------------------------
 

@@ -11,11 +11,10 @@ it too), so a Kafka log dir can be adopted in place.
 The four checkpoints are Kafka's OffsetCheckpointFile (`0`, count, `topic partition offset`
 lines; storage.checkpoints), one set per log dir, each listing only that dir's partitions. They
 are read once, at start-up, and rewritten whole by the `checkpoint_*` methods and at shutdown.
-`cleaner-offset-checkpoint` belongs to the log cleaner, which does not exist yet: its entries are
-kept as read (for partitions that still exist, in the dir that holds them) and written back, and
-the entry of a deleted partition is dropped at once (Kafka's `updateCheckpoints(dir,
-partitionToRemove)` in `asyncDelete`), so a cleaner added later -- or Kafka itself, reading the
-same dirs -- finds them.
+`cleaner-offset-checkpoint` belongs to the log cleaner (storage.cleaner): each compacted log's
+first dirty offset, moved after every cleaning; the entry of a deleted partition is dropped at
+once (Kafka's `updateCheckpoints(dir, partitionToRemove)` in `asyncDelete`), after any cleaning of
+it was stopped.
 
 Several log dirs: each has its own `.lock`, `meta.properties`, checkpoints and marker; a new log
 goes to the dir holding the fewest logs (Kafka's `nextLogDirs`; ties go to the dir listed first).
@@ -142,8 +141,12 @@ class LogManager:
         # cluster.id of the first meta.properties naming one (Kafka writes it; a log dir taken
         # over from Kafka keeps its cluster id through this)
         self.stored_cluster_id: str | None = None
-        # cleaner-offset-checkpoint entries of existing logs (no cleaner yet: kept, not used)
+        # cleaner-offset-checkpoint entries: first dirty offset of each compacted log, moved by
+        # the log cleaner after each cleaning (storage.cleaner.manager)
         self.cleaner_offsets: dict[TopicPartition, int] = {}
+        self._cleaner_checkpoint_lock = threading.Lock()
+        # the LogCleaner, when the broker runs one: a log about to be deleted stops being cleaned
+        self.cleaner: Any = None
         # partition.metadata files of new logs, written but not yet fsynced (Kafka's record()
         # then maybeFlush() on its scheduler): creating a topic runs on the event loop, where
         # fifty fsyncs for __consumer_offsets would stall every connection.
@@ -339,8 +342,12 @@ class LogManager:
         """Detach a log now and remove its files: renamed to `<tp>.<id>-delete` at once (so a
         restart finishes the job), removed right after."""
         tp = (topic, partition)
+        if self.cleaner is not None and tp in self.logs:
+            self.cleaner.abort_and_pause(tp)
         lg = self.logs.pop(tp, None)
         d = self.log_dir_of.pop(tp, None)
+        if self.cleaner is not None:
+            self.cleaner.forget(tp)
         if lg is None or d is None:
             return None
         lg.close()
@@ -432,10 +439,18 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda _tp, lg: lg.high_watermark)
 
     def checkpoint_cleaner_offsets(self, dirs: Iterable[Path] | None = None) -> None:
-        """cleaner-offset-checkpoint: the entries read at start-up of logs that still exist."""
-        self._write_checkpoint(
-            CLEANER_OFFSET_CHECKPOINT_FILE, lambda tp, _lg: self.cleaner_offsets.get(tp), dirs
-        )
+        """cleaner-offset-checkpoint: each compacted log's first dirty offset (entries of logs
+        that no longer exist are dropped). The cleaner threads and shutdown both write it."""
+        with self._cleaner_checkpoint_lock:
+            self._write_checkpoint(
+                CLEANER_OFFSET_CHECKPOINT_FILE, lambda tp, _lg: self.cleaner_offsets.get(tp), dirs
+            )
+
+    def checkpoint_cleaner_offset_of(self, tp: TopicPartition) -> None:
+        """Rewrite the cleaner-offset-checkpoint of ``tp``'s log dir (after a cleaning)."""
+        d = self.log_dir_of.get(tp)
+        if d is not None:
+            self.checkpoint_cleaner_offsets([d])
 
     # -- shutdown -------------------------------------------------------------------------------------
 

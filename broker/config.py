@@ -97,6 +97,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("unclean.leader.election.enable", "bool", False, "Allow an out-of-sync replica to become leader."),
     D("compression.type", "string", "producer", "Topic compression (producer keeps the producer's).", _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "[producer, uncompressed, gzip, snappy, lz4, zstd]"),
     D("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", _at_least(1), "[1,...]"),
+    D("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets (kept small so the log cleaner can compact it).", _at_least(1), "[1,...]"),
     D("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets (capped by live brokers).", _at_least(1), "[1,...]"),
     D("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long."),
     D("offsets.retention.check.interval.ms", "long", 600000, "How often the group coordinator looks for expired offsets and empty groups.", _at_least(1), "[1,...]"),

@@ -208,6 +208,7 @@ class GroupCoordinator:
         cfg = server.config
         self.num_partitions: int = cfg["offsets.topic.num.partitions"]
         self.replication_factor: int = cfg["offsets.topic.replication.factor"]
+        self.segment_bytes: int = cfg["offsets.topic.segment.bytes"]
         self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
@@ -348,7 +349,7 @@ class GroupCoordinator:
                 configs={
                     "cleanup.policy": "compact",
                     "compression.type": "producer",
-                    "segment.bytes": "104857600",  # Kafka's offsets.topic.segment.bytes default
+                    "segment.bytes": str(self.segment_bytes),  # offsets.topic.segment.bytes
                 },
             )
         except KafkaProtocolError as e:

@@ -129,6 +129,17 @@ class Partition:
         finally:
             self._appends_waiting -= 1
 
+    async def truncate_to(self, offset: int) -> bool:
+        """Truncate the log to ``offset`` (a follower diverging from its leader). Truncation cuts
+        and renames files and writes leader-epoch-checkpoint synchronously (storage.log), so it
+        runs in an executor, with appends to the partition queued behind it."""
+        return await self.run_exclusive(self.log.truncate_to, offset)
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset`` (a follower behind its leader's log start),
+        in an executor as :meth:`truncate_to`."""
+        await self.run_exclusive(self.log.truncate_fully_and_start_at, offset)
+
     def maybe_increment_high_watermark(self) -> bool:
         """Single node: every ISR member (only us) has everything up to the LEO."""
         if self.state.isr == [self.broker_id]:

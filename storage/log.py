@@ -41,11 +41,13 @@ Blocking work may be moved to an executor: :meth:`Log.flush` (fsync, and the lea
 checkpoint the append path only marks dirty; it never waits for the log's lock, so appends go on
 meanwhile), :meth:`Log.roll` (the broker asks :meth:`Log.roll_due` before an append and rolls in
 an executor, its appends to the partition waiting meanwhile), :meth:`Log.delete_old_segments`,
-:meth:`Log.delete_expired_files` (retention; renames and unlinks) and
-:meth:`Log.remove_expired_producers`. To make that safe, every method
-that changes segments or offsets holds the log's lock (uncontended on the append path), and the
-segment list is replaced, never mutated, so reads take one consistent snapshot of it without
-locking. Reads themselves stay on the loop. There are no threads, timers or asyncio inside
+:meth:`Log.delete_expired_files` (retention; renames and unlinks),
+:meth:`Log.remove_expired_producers` and a follower's :meth:`Log.truncate_to` /
+:meth:`Log.truncate_fully_and_start_at` (``Partition`` runs them; they write
+leader-epoch-checkpoint at once, while the appends, a follower's too, only mark it dirty). To
+make that safe, every method that changes segments or offsets holds the log's lock
+(uncontended on the append path), and the segment list is replaced, never mutated, so reads
+take one consistent snapshot of it without locking. Reads themselves stay on the loop. There are no threads, timers or asyncio inside
 storage: the broker's scheduler drives time-based work by calling :meth:`Log.flush_due` /
 :meth:`Log.flush`, :meth:`Log.delete_old_segments` (log.retention.check.interval.ms) and
 :meth:`Log.delete_expired_files` (:attr:`Log.next_file_deletion_ms` says when).
@@ -811,14 +813,17 @@ class Log:
             self._append_with_producer_state(
                 seg, analysis, first_offset, prev_last, max_ts, offset_of_max, mv if pos == n else mv[:pos]
             )
-        self._log_end_offset = prev_last + 1
         cache = self.leader_epoch_cache
         self._last_assigned_epoch = None
         if cache is not None:
+            # as the leader's appends: only marked dirty (no fsync on the event loop), before the
+            # LEO moves, so a flush that syncs these offsets writes the epochs first and recovery
+            # re-assigns them from the batches above the recovery point after a crash
             for epoch, base in epochs:
                 latest = cache.latest_epoch
                 if latest is None or epoch > latest:
-                    cache.assign(epoch, base)
+                    cache.assign(epoch, base, flush=False)
+        self._log_end_offset = prev_last + 1
         return LogAppendInfo(
             first_offset,
             prev_last,
@@ -1160,7 +1165,14 @@ class Log:
     @_locked
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch at or after ``target_offset`` (a batch boundary, e.g. from
-        OffsetForLeaderEpoch). Returns False when there was nothing to remove."""
+        OffsetForLeaderEpoch). Returns False when there was nothing to remove.
+
+        Blocking -- segment files renamed and cut, indexes remapped, producer snapshots, and
+        leader-epoch-checkpoint written and fsynced before it returns -- so the broker runs it in
+        an executor (broker.replica_manager ``Partition.truncate_to``). The checkpoint is
+        written here rather than marked dirty as the appends do: an entry above the new log end
+        left in the file by a crash would survive the reload once later batches of a lower epoch
+        pass its offset (recovery only re-assigns epochs above the latest one)."""
         if target_offset < 0:
             raise ValueError(f"Cannot truncate partition {self.name} to a negative offset ({target_offset}).")
         if target_offset >= self._log_end_offset:
@@ -1195,7 +1207,9 @@ class Log:
     @_locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Remove every segment and start an empty log at ``new_offset`` (log start, high
-        watermark and log end all become new_offset; the epoch cache is cleared)."""
+        watermark and log end all become new_offset; the epoch cache is cleared and its file
+        written). Blocking, as :meth:`truncate_to`: ``Partition.truncate_fully_and_start_at``
+        runs it in an executor."""
         log.info("Truncating %s fully and starting at offset %d", self.name, new_offset)
         now = self._time_ms()
         self._remove_and_delete_segments(list(self._segments), now)

@@ -1,14 +1,18 @@
-"""The append path never writes leader-epoch-checkpoint (it runs on the event loop): a new epoch
+"""The append paths never write leader-epoch-checkpoint (they run on the event loop): a new epoch
 is kept in memory and marked dirty, and Log.flush -- an executor's work -- writes it before the
-recovery point passes it."""
+recovery point passes it. A truncation (run in an executor) writes it at once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from storage.config import LogConfig
 from storage.log import Log
 from tests.unit.storage.helpers import T0, Clock, client_batch
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_new_epoch_is_written_by_flush_not_by_the_append(tmp_path: Path) -> None:
@@ -31,3 +35,61 @@ def test_new_epoch_is_written_by_flush_not_by_the_append(tmp_path: Path) -> None
         assert reopened.leader_epoch_cache is not None and reopened.leader_epoch_cache.latest_epoch == 4
     finally:
         reopened.close()
+
+
+CRASH_CHILD = """
+import sys, time
+from pathlib import Path
+from protocol.records import Record, build_batch
+from storage.config import LogConfig
+from storage.log import Log
+
+def batch(base, n, epoch):
+    records = [Record(0, i, i, None, b"v%d" % (base + i), []) for i in range(n)]
+    return bytearray(build_batch(records, base_offset=base, base_timestamp=1700000000000,
+                                 partition_leader_epoch=epoch))
+
+log = Log.open(Path(sys.argv[1]), LogConfig())
+log.append_as_follower(batch(0, 6, 0))
+log.append_as_follower(batch(6, 2, 1))
+log.append_as_follower(batch(8, 6, 2))   # epoch 2 at 8-13: diverged from the new leader's log
+log.flush()
+log.truncate_to(8)
+log.append_as_follower(batch(8, 4, 1))   # the leader's epoch-1 records at 8-11
+log.append_as_follower(batch(12, 2, 3))  # then its epoch 3: marked dirty, not written
+print("ready", log.recovery_point, log.log_end_offset, flush=True)
+time.sleep(600)
+"""
+
+
+def test_follower_epochs_and_truncation_survive_kill_9(tmp_path: Path) -> None:
+    """A follower diverged at offset 8: it truncates there, then appends the leader's epoch-1
+    records 8-11 and epoch 3 from 12, and is killed with SIGKILL before any flush. The
+    truncation wrote leader-epoch-checkpoint at once, so no (2, 8) entry survives in the file
+    (recovery could not remove it: it only adds epochs above the latest, and the log end 14 is
+    above 8); the new epoch 3 was only marked dirty and comes back from recovering the batches
+    above the recovery point. Either way the reloaded cache matches the log."""
+    d = tmp_path / "t-0"
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_CHILD, str(d)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # bounded: the child prints it or exits (EOF)
+        assert line.startswith("ready"), proc.stderr.read() if proc.stderr else line
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    _ready, recovery_point, log_end = line.split()
+    assert (int(recovery_point), int(log_end)) == (8, 14)
+    assert (d / "leader-epoch-checkpoint").read_bytes() == b"0\n2\n0 0\n1 6\n"
+    log = Log.open(d, LogConfig(), now=Clock(), recovery_point=int(recovery_point), clean_shutdown=False)
+    try:
+        assert log.log_end_offset == 14
+        assert log.leader_epoch_cache is not None
+        assert [tuple(e) for e in log.leader_epoch_cache.epoch_entries()] == [(0, 0), (1, 6), (3, 12)]
+        assert log.leader_epoch_cache.end_offset_for(1, log.log_end_offset) == (1, 12)
+    finally:
+        log.close()

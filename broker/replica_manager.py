@@ -53,6 +53,8 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # KIP-467: (batch index, message) of each record the log's validation refused
+    record_errors: list[tuple[int, str | None]] | None = None
 
 
 class Partition:
@@ -362,7 +364,8 @@ class ReplicaManager:
                 # Kafka's appendToLocalLog: a failed append to a hosted partition reports its log
                 # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
                 lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
-                results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message)
+                results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message,
+                                            record_errors=getattr(e, "record_errors", None))
                 if e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed:
                     # once per partition, not per request: a full disk fails every produce
                     self._storage_failed.add(tp)

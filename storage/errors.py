@@ -22,6 +22,7 @@ __all__ = [
     "OffsetsOutOfOrderError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "StorageError",
     "UnexpectedAppendOffsetError",
 ]
@@ -65,6 +66,19 @@ class InvalidTimestampError(StorageError):
     """A CreateTime timestamp outside message.timestamp.before/after.max.ms."""
 
     CODE = ErrorCode.INVALID_TIMESTAMP
+
+
+class RecordValidationError(StorageError):
+    """Records of a batch failed the per-record checks (Kafka's RecordValidationException,
+    KIP-467): ``invalid`` is the partition's error -- InvalidTimestampError when any record's
+    timestamp is refused, else InvalidRecordError -- and ``record_errors`` lists every bad
+    record as (batch index, message). The Produce response (v8+) carries both, so that a client
+    can fail those records with their own error; nothing of the batch is appended."""
+
+    def __init__(self, invalid: StorageError, record_errors: list[tuple[int, str | None]]) -> None:
+        KafkaProtocolError.__init__(self, invalid.code, invalid.message)
+        self.invalid = invalid
+        self.record_errors = record_errors
 
 
 class RecordTooLargeError(StorageError):

@@ -21,8 +21,9 @@ Invariants:
 * Bytes are appended exactly as received (the leader rewrites only baseOffset and
   partitionLeaderEpoch in place -- outside the CRC -- plus maxTimestamp and the CRC for
   LogAppendTime); no record is decoded on the append or read path, except for compacted
-  topics (keys must be present), non-default timestamp bounds, and recompression when
-  compression.type names a codec.
+  topics (keys must be present), non-default timestamp bounds, a producer's batch that says
+  LogAppendTime (storage.log_validator.check_records: a scan of the record varints, decoding
+  only a batch with a bad record), and recompression when compression.type names a codec.
 * Segments leave the log by being renamed ``.deleted``; their files are removed
   ``file.delete.delay.ms`` later by :meth:`Log.delete_expired_files`, so file slices handed out by
   earlier reads stay readable meanwhile.
@@ -77,6 +78,7 @@ from protocol.records import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     RecordsError,
     read_header,
@@ -137,6 +139,9 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 
 _unpack_header = HEADER_STRUCT.unpack_from
 _unpack_int32 = struct.Struct(">i").unpack_from
+# attributes a client batch is looked at more closely for: control (refused), LogAppendTime
+# (Kafka checks its records: a producer may not set it)
+_CONTROL_OR_APPEND_TIME = CONTROL_MASK | TIMESTAMP_TYPE_MASK
 _pack_offset_length_epoch = struct.Struct(">qii").pack_into  # baseOffset, batchLength, epoch
 
 
@@ -578,10 +583,12 @@ class Log:
                         h[0] != 0
                         or lod + 1 != count
                         or count <= 0
-                        or h[5] & CONTROL_MASK
+                        or h[5] & _CONTROL_OR_APPEND_TIME
                         or (h[9] >= 0 and h[11] < 0)
                     ):
                         _v.check_client_batch(self.name, h, lod, count)
+                        if not check_records:  # the batch says LogAppendTime
+                            _v.check_records(self.name, cfg, mv, pos, size, now_ms)
                 elif lod < 0 or count < 0 or count > lod + 1:
                     raise CorruptRecordError(
                         f"Record batch in the append to {self.name} has record count {count} "

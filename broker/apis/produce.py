@@ -12,6 +12,13 @@
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; v3+ records
   must be exactly one batch of magic 2 (ProduceRequest.validateRecords: INVALID_RECORD, or
   CORRUPT_MESSAGE for a length or magic no batch can have), zstd needs v7+.
+* Per-record checks (Kafka's LogValidator: keys on compacted topics, CreateTime timestamps
+  within message.timestamp.before/after.max.ms, no LogAppendTime batches from producers) look
+  at every record and refuse the whole batch: INVALID_RECORD, or INVALID_TIMESTAMP when a
+  timestamp is among the reasons. v8+ (KIP-467) also lists each bad record in record_errors
+  (batch_index and Kafka's message) and puts the summary in error_message, so that a client
+  fails those records with their own error (Kafka 3.9's producers fail the batch's other
+  records too, with a generic error naming the invalid ones; they are not retried).
 * acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
   purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
 """
@@ -27,7 +34,11 @@ from broker.replica_manager import ProduceResult
 from protocol.compression import CODEC_ZSTD
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ProduceRequest, ProduceResponse
-from protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
 from protocol.records import ATTRIBUTES, COMPRESSION_MASK, LOG_OVERHEAD, MAGIC, TRANSACTIONAL_MASK
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # Kafka's Records.HEADER_SIZE_UP_TO_MAGIC
@@ -154,6 +165,12 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                     base_offset=r.base_offset,
                     log_append_time_ms=r.log_append_time,
                     log_start_offset=r.log_start_offset,
+                    record_errors=[
+                        BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in r.record_errors
+                    ]
+                    if r.record_errors
+                    else [],
                     error_message=r.message if r.error else None,
                 )
             )

@@ -10,6 +10,9 @@ once per module and run as subprocesses that print JSON lines; the expectations 
 * GroupMember: a CooperativeStickyAssignor group with manual commits through a member leaving and
   one joining (incremental revocation only, every record processed exactly once), and static
   members restarting within the session timeout without a rebalance.
+* RecordErrors: batches with records the broker refuses (no key on a compacted topic, a
+  timestamp past message.timestamp.after.max.ms): the producer fails exactly the records the
+  Produce response lists (KIP-467) and the rest of their batch with Kafka 3.9's generic error.
 * AdminScenario: one AdminClient call after another, each result compared with the values Kafka
   3.9 answers (the scenario was run against the reference broker to get them; only ids, paths and
   error message texts differ).
@@ -18,6 +21,7 @@ once per module and run as subprocesses that print JSON lines; the expectations 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -474,3 +478,50 @@ def test_admin_client(odradek: BrokerProcess, classes: str) -> None:
     assert error("describeTopics.deleted") == "UnknownTopicOrPartitionException"
     assert error("deleteTopics.missing") == "UnknownTopicOrPartitionException"
     assert checked == set(steps), f"unchecked: {sorted(set(steps) - checked)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Records the broker refuses (KIP-467)
+
+PART_OF_BAD_BATCH = "Failed to append record because it was part of a batch which had one more more invalid records"
+KAFKA_EXCEPTION = "org.apache.kafka.common.KafkaException"
+INVALID_RECORD = "org.apache.kafka.common.InvalidRecordException"
+INVALID_TIMESTAMP = "org.apache.kafka.common.errors.InvalidTimestampException"
+
+
+def test_producer_fails_exactly_the_records_the_broker_lists(odradek: BrokerProcess, classes: str) -> None:
+    """RecordErrors sends each round as one batch. Kafka 3.9's Sender.failBatch maps the
+    response's record_errors to the records: a listed record fails with the partition's
+    exception when it is the only one listed (InvalidRecordException, InvalidTimestampException)
+    and InvalidRecordException otherwise, with the broker's message; the batch's other records
+    fail with a KafkaException saying they were in a batch with invalid records -- they are not
+    retried. The producer goes on: later rounds are appended. The same program against Kafka
+    3.9.2 printed the same lines (timestamps and the clock in the window aside)."""
+    out = run_java(classes, "RecordErrors", odradek.bootstrap, "compacted", "cleanup.policy=compact",
+                   "k0:0,-:0,k2:0,-:0,k4:0", "k5:0,k6:0", "-:0", "k7:0", timeout=120)
+    no_key = "Compacted topic cannot accept message without key in topic partition compacted-0"
+    other = {"error": KAFKA_EXCEPTION, "message": PART_OF_BAD_BATCH}
+    keyless = {"error": INVALID_RECORD, "message": no_key}
+    assert out == [
+        {"round": 0, "i": 0, **other}, {"round": 0, "i": 1, **keyless}, {"round": 0, "i": 2, **other},
+        {"round": 0, "i": 3, **keyless}, {"round": 0, "i": 4, **other},
+        {"round": 1, "i": 0, "offset": 0}, {"round": 1, "i": 1, "offset": 1},
+        {"round": 2, "i": 0, **keyless},
+        {"round": 3, "i": 0, "offset": 2},
+    ]
+
+    day = 86_400_000
+    out = run_java(classes, "RecordErrors", odradek.bootstrap, "bounded", "message.timestamp.after.max.ms=60000",
+                   f"a:0,b:{day},c:0", f"a:0,b:{day},c:{day}", "d:0", timeout=120)
+    assert [(d["round"], d["i"], d.get("error"), d.get("offset")) for d in out] == [
+        (0, 0, KAFKA_EXCEPTION, None), (0, 1, INVALID_TIMESTAMP, None), (0, 2, KAFKA_EXCEPTION, None),
+        (1, 0, KAFKA_EXCEPTION, None), (1, 1, INVALID_RECORD, None), (1, 2, INVALID_RECORD, None),
+        (2, 0, None, 0),
+    ]
+    for d in (out[1], out[4], out[5]):
+        m = re.fullmatch(r"Timestamp (\d+) of message with offset (\d) is out of range\. The timestamp should be "
+                         r"within \[(-\d+), (\d+)\]", d["message"])
+        assert m, d
+        ts, offset, lo, hi = (int(g) for g in m.groups())
+        now = hi - 60_000
+        assert offset == d["i"] and lo == now - (2**63 - 1) and abs(now - (ts - day)) < 60_000  # the broker's clock

@@ -25,6 +25,7 @@ from storage.errors import (
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    RecordValidationError,
     UnexpectedAppendOffsetError,
 )
 from storage.log import AppendOrigin, Log
@@ -150,27 +151,150 @@ def test_log_append_time(tmp_path: Path) -> None:
         log.close()
 
 
-def test_compacted_topic_requires_keys(tmp_path: Path) -> None:
-    log = open_log(tmp_path, cleanup_policy=("compact",))
+NO_KEY = "Compacted topic cannot accept message without key in topic partition t-0"
+LONG_MAX = 2**63 - 1
+
+
+def _records_batch(recs: list[Record], **kw: object) -> bytearray:
+    return bytearray(build_batch(recs, **kw))  # type: ignore[arg-type]
+
+
+def _refused(log: Log, buf: bytearray, now: int = T0) -> RecordValidationError:
+    """The RecordValidationError the append raises; nothing of the batch is written."""
+    end = log.log_end_offset
+    size = log.active_segment.size
+    with pytest.raises(RecordValidationError) as e:
+        log.append_as_leader(buf, 0, now)
+    assert (log.log_end_offset, log.active_segment.size) == (end, size)
+    return e.value
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_compacted_topic_lists_every_record_without_key(tmp_path: Path, codec: int) -> None:
+    """Kafka's validateKey on every record; processRecordErrors: INVALID_RECORD, the first three
+    RecordErrors in the message, all of them in record_errors (KIP-467)."""
+    log = open_log(tmp_path, cleanup_policy=("compact", "delete"))
     try:
-        with pytest.raises(InvalidRecordError, match="without key"):
-            log.append_as_leader(client_batch(2), 0, T0)
-        info = log.append_as_leader(client_batch(2, key=b"k", compression=2), 0, T0)
+        keys = [b"a", None, b"c", None, None, b"f", None]
+        buf = _records_batch([Record(0, i, i, k, b"v%d" % i) for i, k in enumerate(keys)], base_timestamp=T0,
+                             compression=codec)
+        e = _refused(log, buf)
+        assert e.code == 87 and isinstance(e.invalid, InvalidRecordError)
+        assert e.record_errors == [(1, NO_KEY), (3, NO_KEY), (4, NO_KEY), (6, NO_KEY)]
+        assert e.message == (
+            "One or more records have been rejected due to 4 record errors in total, and only showing the "
+            f"first three errors at most: [RecordError(batchIndex=1, message='{NO_KEY}'), "
+            f"RecordError(batchIndex=3, message='{NO_KEY}'), RecordError(batchIndex=4, message='{NO_KEY}')]"
+        )
+        info = log.append_as_leader(client_batch(2, key=b"k", compression=codec), 0, T0)
         assert info.last_offset == 1
+        e = _refused(log, client_batch(1, compression=codec))  # a single record
+        assert e.record_errors == [(0, NO_KEY)]
     finally:
         log.close()
 
 
 def test_timestamp_bounds(tmp_path: Path) -> None:
+    """validateTimestamp: CreateTime timestamps within [now - before.max.ms, now + after.max.ms]
+    (KIP-937), every record checked; the offset in the message is the record's offset in the
+    client's batch."""
     log = open_log(tmp_path, message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=10)
     try:
-        with pytest.raises(InvalidTimestampError) as e:
-            log.append_as_leader(client_batch(1, base_timestamp=T0 - 1001), 0, T0)
-        assert e.value.code == 32
-        with pytest.raises(InvalidTimestampError):
-            log.append_as_leader(client_batch(3, base_timestamp=T0 + 9), 0, T0)  # last one +11
+        window = f"The timestamp should be within [{T0 - 1000}, {T0 + 10}]"
+        e = _refused(log, client_batch(1, base_timestamp=T0 - 1001))
+        assert e.code == 32 and isinstance(e.invalid, InvalidTimestampError)
+        assert e.message == "One or more records have been rejected due to invalid timestamp"
+        assert e.record_errors == [(0, f"Timestamp {T0 - 1001} of message with offset 0 is out of range. {window}")]
+        e = _refused(log, client_batch(3, base_timestamp=T0 + 9))  # the last one is T0 + 11
+        assert e.record_errors == [(2, f"Timestamp {T0 + 11} of message with offset 2 is out of range. {window}")]
+        # the header cannot tell: the base timestamp is in range, a later record is older
+        recs = [Record(0, 0, 0, None, b"a"), Record(0, -1001, 1, None, b"b"), Record(0, -1000, 2, None, b"c")]
+        e = _refused(log, _records_batch(recs, base_timestamp=T0, compression=3))
+        assert e.record_errors == [(1, f"Timestamp {T0 - 1001} of message with offset 1 is out of range. {window}")]
+        recs = [Record(0, 0, 0, None, b"a"), Record(0, 0, 1, None, b"b")]  # NO_TIMESTAMP: not checked
+        log.append_as_leader(_records_batch(recs, base_timestamp=-1), 0, T0)
         log.append_as_leader(client_batch(2, base_timestamp=T0 - 1000), 0, T0)
-        assert log.log_end_offset == 2
+        assert log.log_end_offset == 4
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("codec", [0, 4])
+def test_keys_and_timestamps_together(tmp_path: Path, codec: int) -> None:
+    """A record without key is reported for its key only (validateKey first); one timestamp
+    error makes the partition's error INVALID_TIMESTAMP."""
+    log = open_log(tmp_path, cleanup_policy=("compact",), message_timestamp_after_max_ms=0)
+    try:
+        recs = [Record(0, 0, 0, b"k", b"a"), Record(0, 5, 1, None, b"b"), Record(0, 5, 2, b"k", b"c"),
+                Record(0, 0, 3, None, b"d")]
+        e = _refused(log, _records_batch(recs, base_timestamp=T0, compression=codec))
+        assert e.code == 32
+        future = f"Timestamp {T0 + 5} of message with offset 2 is out of range. The timestamp should be within " \
+                 f"[{-(LONG_MAX - T0)}, {T0}]"
+        assert e.record_errors == [(1, NO_KEY), (2, future), (3, NO_KEY)]
+    finally:
+        log.close()
+
+
+def test_timestamp_window_is_computed_in_java_longs(tmp_path: Path) -> None:
+    """now + after.max.ms overflows a Java long in Kafka's message when after.max.ms is the
+    default Long.MAX_VALUE; the message says what Kafka's says."""
+    log = open_log(tmp_path, message_timestamp_before_max_ms=1000)
+    try:
+        e = _refused(log, client_batch(1, base_timestamp=T0 - 5000))
+        wrapped = T0 + LONG_MAX - 2**64
+        assert e.record_errors == [
+            (0, f"Timestamp {T0 - 5000} of message with offset 0 is out of range. The timestamp should be "
+                f"within [{T0 - 1000}, {wrapped}]")
+        ]
+    finally:
+        log.close()
+
+
+def test_timestamp_difference_max_ms_is_the_default_of_both_bounds(tmp_path: Path) -> None:
+    log = open_log(tmp_path, message_timestamp_difference_max_ms=100)
+    try:
+        e = _refused(log, client_batch(2, base_timestamp=T0 + 100))  # T0 + 100 fine, T0 + 101 not
+        assert e.record_errors == [
+            (1, f"Timestamp {T0 + 101} of message with offset 1 is out of range. The timestamp should be "
+                f"within [{T0 - 100}, {T0 + 100}]")
+        ]
+        log.append_as_leader(client_batch(1, base_timestamp=T0 - 100), 0, T0)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize(("codec", "kind"), [(0, "DefaultRecord"), (3, "PartialDefaultRecord")])
+def test_producer_may_not_set_log_append_time(tmp_path: Path, codec: int, kind: str) -> None:
+    """validateTimestamp's other branch: a LogAppendTime batch from a client is refused on a
+    LogAppendTime topic (every record), and on a CreateTime topic when it has no timestamp;
+    its records' timestamp is the batch's max timestamp. Kafka names the record by its
+    iterator: the skip-key-value one for a compressed batch it keeps in place."""
+    recs = [Record(0, 0, 0, b"key", b"value"), Record(0, 0, 1, None, b"vv")]
+    lat = _records_batch(recs, base_timestamp=T0, max_timestamp=T0 + 3, timestamp_type=LOG_APPEND_TIME,
+                         compression=codec)
+    no_ts = _records_batch(recs, base_timestamp=-1, max_timestamp=-1, timestamp_type=LOG_APPEND_TIME,
+                           compression=codec)
+    tail = "Producer should not set timestamp type to LogAppendTime."
+    log = open_log(tmp_path / "a", message_timestamp_type="LogAppendTime")
+    try:
+        e = _refused(log, bytearray(lat))
+        assert e.code == 32
+        assert e.record_errors == [
+            (0, f"Invalid timestamp type in message {kind}(offset=0, timestamp={T0 + 3}, key=3 bytes, "
+                f"value=5 bytes). {tail}"),
+            (1, f"Invalid timestamp type in message {kind}(offset=1, timestamp={T0 + 3}, key=0 bytes, "
+                f"value=2 bytes). {tail}"),
+        ]
+    finally:
+        log.close()
+    log = open_log(tmp_path / "b")
+    try:
+        e = _refused(log, bytearray(no_ts))
+        assert [i for i, _ in e.record_errors] == [0, 1]
+        assert e.record_errors[1][1] == (
+            f"Invalid timestamp type in message {kind}(offset=1, timestamp=-1, key=0 bytes, value=2 bytes). {tail}")
+        assert log.append_as_leader(bytearray(lat), 0, T0).last_offset == 1  # a timestamp in range: as Kafka
     finally:
         log.close()
 

@@ -27,6 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHES = {
     "protocol": ("Protocol codecs", "tests.bench.bench_protocol"),
     "storage": ("Storage: append and read vs raw file I/O", "tests.bench.bench_storage"),
+    "validation": ("Per-record checks on the produce path (compacted topics, timestamp bounds)",
+                   "tests.bench.bench_record_validation"),
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),

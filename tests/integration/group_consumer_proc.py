@@ -30,8 +30,15 @@ def main(bootstrap: str, topic: str, group: str, client_id: str, hold_after: int
         bootstrap_servers=bootstrap, group_id=group, client_id=client_id, auto_offset_reset="earliest",
         enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=200, max_poll_records=20,
     )
-    c.partitions_for_topic(topic)  # metadata before joining: the leader then assigns every partition
+    # Subscribe first, then fetch metadata (topics() always asks the broker), before the first
+    # poll joins: the leader then assigns every partition, and kafka-python's snapshot of the
+    # subscribed partitions comes from this metadata. Metadata fetched before subscribe() leaves
+    # that snapshot empty, so the leader's next refresh makes it rejoin once; kafka-python 3.0.12
+    # loses a rejoin asked for that way when the SyncGroup answer arrives while poll() is not
+    # waiting (need_rejoin() is false once the leader has assigned): the member never turns
+    # stable or heartbeats again, and its session expires.
     c.subscribe([topic])
+    c.topics()
     assigned: list[int] = []
     received = 0
     while True:  # until killed (SIGKILL) or terminated

@@ -170,6 +170,34 @@ def dump_txn_index_file(path: Path) -> Iterator[str]:
         )
 
 
+# checkpoint files a log dir (or a partition dir) holds, and what their offset means
+_OFFSET_CHECKPOINTS = {
+    "cleaner-offset-checkpoint": "firstDirtyOffset",
+    "recovery-point-offset-checkpoint": "recoveryPoint",
+    "log-start-offset-checkpoint": "logStartOffset",
+    "replication-offset-checkpoint": "highWatermark",
+}
+
+
+def dump_checkpoint_file(path: Path) -> Iterator[str]:
+    """The entries of an offset checkpoint (per partition) or a leader-epoch-checkpoint (per
+    epoch). Kafka's tool has no reader for these; the cleaner-offset-checkpoint is where the
+    log cleaner's progress shows (the first offset it has not cleaned, per compacted log)."""
+    from storage.checkpoints import LeaderEpochCheckpointFile, OffsetCheckpointFile
+
+    yield f"Dumping {path}"
+    try:
+        if path.name == "leader-epoch-checkpoint":
+            for e in LeaderEpochCheckpointFile(path, create=False).read():
+                yield f"epoch: {e.epoch} startOffset: {e.start_offset}"
+            return
+        what = _OFFSET_CHECKPOINTS[path.name]
+        for (topic, partition), offset in sorted(OffsetCheckpointFile(path, create=False).read().items()):
+            yield f"partition: {topic}-{partition} {what}: {offset}"
+    except (OSError, ValueError) as e:
+        raise click.ClickException(f"{path}: {e}") from None
+
+
 @click.command("dump-log")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--deep-iteration", is_flag=True, help="Print every record, not only batch headers.")
@@ -177,10 +205,15 @@ def dump_txn_index_file(path: Path) -> Iterator[str]:
 def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool) -> None:
     """Print .log, .index, .timeindex, .snapshot and .txnindex files as Kafka's kafka-dump-log.sh does.
 
+    Checkpoint files are printed too: cleaner-offset-checkpoint (how far the log cleaner has
+    compacted each log), recovery-point, log-start-offset, replication-offset and
+    leader-epoch-checkpoint.
+
     \b
     Examples:
       odradek dump-log data/orders-0/00000000000000000000.log --print-data-log
       odradek dump-log data/orders-0/00000000000000000000.index
+      odradek dump-log data/cleaner-offset-checkpoint
     """
     for path in files:
         if path.suffix == ".log":
@@ -193,9 +226,12 @@ def dump_log(files: tuple[Path, ...], deep_iteration: bool, print_data_log: bool
             lines = dump_producer_snapshot_file(path)
         elif path.suffix == ".txnindex":
             lines = dump_txn_index_file(path)
+        elif path.name in _OFFSET_CHECKPOINTS or path.name == "leader-epoch-checkpoint":
+            lines = dump_checkpoint_file(path)
         else:
             raise click.ClickException(
-                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot, .txnindex)"
+                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot, "
+                ".txnindex, or a checkpoint file)"
             )
         for line in lines:
             click.echo(line)

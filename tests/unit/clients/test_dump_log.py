@@ -141,7 +141,31 @@ def test_dump_txn_index(tmp_path: Path) -> None:
 
 
 def test_dump_log_rejects_other_files(tmp_path: Path) -> None:
-    other = tmp_path / "leader-epoch-checkpoint"
-    other.write_text("0\n0\n")
+    other = tmp_path / "partition.metadata"
+    other.write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
     out = CliRunner().invoke(main, ["dump-log", str(other)])
     assert out.exit_code != 0 and "unsupported file type" in out.output
+
+
+def test_dump_log_prints_checkpoint_files(tmp_path: Path) -> None:
+    """The cleaner-offset-checkpoint shows how far each compacted log was cleaned."""
+    from storage.checkpoints import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
+
+    cleaner = tmp_path / "cleaner-offset-checkpoint"
+    OffsetCheckpointFile(cleaner).write({("__consumer_offsets", 7): 51234, ("orders", 0): 900})
+    epochs = tmp_path / "leader-epoch-checkpoint"
+    LeaderEpochCheckpointFile(epochs).write([EpochEntry(0, 0), EpochEntry(3, 120)])
+    out = CliRunner().invoke(main, ["dump-log", str(cleaner), str(epochs)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines() == [
+        f"Dumping {cleaner}",
+        "partition: __consumer_offsets-7 firstDirtyOffset: 51234",
+        "partition: orders-0 firstDirtyOffset: 900",
+        f"Dumping {epochs}",
+        "epoch: 0 startOffset: 0",
+        "epoch: 3 startOffset: 120",
+    ]
+    bad = tmp_path / "recovery-point-offset-checkpoint"
+    bad.write_bytes(b"\x00garbage")
+    out = CliRunner().invoke(main, ["dump-log", str(bad)])
+    assert out.exit_code != 0 and str(bad) in out.output

@@ -270,3 +270,26 @@ def test_a_swap_interrupted_at_each_step_loads_to_one_consistent_log(tmp_path: P
             assert offsets == sorted(set(offsets))
         finally:
             lg.close()
+
+
+def test_a_reader_holding_a_slice_of_a_replaced_segment_keeps_reading_it(tmp_path: Path) -> None:
+    """The replaced segments are renamed `.deleted` and kept open until file.delete.delay.ms
+    has passed: a fetch response built from a slice taken before the swap stays valid."""
+    clock = Clock()
+    lg = Log.open(tmp_path / "t-0", LogConfig(cleanup_policy=("compact",), segment_bytes=600, file_delete_delay_ms=60_000), now=clock)
+    try:
+        for i in range(12):
+            lg.append_as_leader(keyed_batch([(b"k%d" % (i % 2), b"v%d" % i)], ts=T0 + i), 0)
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.roll()
+        info = lg.read(0, 1 << 20, lg.high_watermark)
+        before = info.records.read()
+        clean_in_process(lg, T0)
+        assert any(p.name.endswith(".log.deleted") for p in (tmp_path / "t-0").iterdir())
+        assert info.records.read() == before  # the old bytes, from the renamed file
+        assert records(lg) != [] and len(records(lg)) < 12
+        clock.advance(60_001)
+        assert lg.delete_expired_files(clock()) >= 1
+        assert not any(p.name.endswith(".deleted") for p in (tmp_path / "t-0").iterdir())
+    finally:
+        lg.close()

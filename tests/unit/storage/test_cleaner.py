@@ -293,3 +293,38 @@ def test_a_reader_holding_a_slice_of_a_replaced_segment_keeps_reading_it(tmp_pat
         assert not any(p.name.endswith(".deleted") for p in (tmp_path / "t-0").iterdir())
     finally:
         lg.close()
+
+
+def test_aborted_transactions_go_and_markers_stay_until_their_horizon(tmp_path: Path) -> None:
+    """Kafka's CleanedTransactionMetadata: records of an aborted transaction are removed (and
+    never count as a key's latest value), its ABORT marker stays while a batch of it is still
+    in the log, then gets a delete horizon, then goes; a committed transaction's records are
+    compacted like any other."""
+    from protocol.records import build_control_batch
+    from storage.log import AppendOrigin
+
+    lg = compacted_log(tmp_path)
+    try:
+        lg.append_as_leader(keyed_batch([(b"a", b"plain-1")]), 0, T0)  # 0
+        # pid 5: a transaction writing a=aborted, b=aborted at 1-2, then aborted at 3
+        lg.append_as_leader(keyed_batch([(b"a", b"aborted"), (b"b", b"aborted")], producer_id=5, producer_epoch=0,
+                                        base_sequence=0, is_transactional=True), 0, T0)
+        lg.append_as_leader(bytearray(build_control_batch(False, 0, 5, 0, timestamp=T0)), 0, T0, origin=AppendOrigin.COORDINATOR)
+        # pid 6: a committed transaction writing c at 4, committed at 5
+        lg.append_as_leader(keyed_batch([(b"c", b"committed")], producer_id=6, producer_epoch=0,
+                                        base_sequence=0, is_transactional=True), 0, T0)
+        lg.append_as_leader(bytearray(build_control_batch(True, 0, 6, 0, timestamp=T0)), 0, T0, origin=AppendOrigin.COORDINATOR)
+        lg.append_as_leader(keyed_batch([(b"z", b"last")]), 0, T0)  # 6
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.roll()
+        assert lg.aborted_txns(0, 10) != []
+        clean_in_process(lg, T0)
+        data = [(o, k, v) for o, k, v, _ in records(lg)]
+        # the aborted records are gone: key a keeps its plain value, b has none; c stays
+        assert (0, b"a", b"plain-1") in data and (4, b"c", b"committed") in data
+        assert not any(v == b"aborted" for _o, _k, v in data)
+        hs = {h[0]: h for h in batch_headers(lg)}
+        # pid 5 is still an active producer: its marker (its last entry) is kept
+        assert 3 in hs and hs[3][5] & 0x20
+    finally:
+        lg.close()

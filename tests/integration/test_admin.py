@@ -153,3 +153,23 @@ def test_offset_for_leader_epoch_and_log_dirs(broker: BrokerProcess, admin: Kafk
     assert dirs.results[0].total_bytes > dirs.results[0].usable_bytes > 0
     cluster = admin.describe_cluster()
     assert cluster["controller_id"] == 0 and [b["broker_id"] for b in cluster["brokers"]] == [0]
+
+
+def test_topic_names_colliding_on_dot_and_underscore_are_refused(broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    """Kafka's Topic.hasCollision: '.' and '_' are the same character in metric names, so
+    `foo_bar` cannot exist beside `foo.bar` -- neither created nor auto-created (issue #12 §5)."""
+    from protocol.messages import CreateTopicsRequest
+    from protocol.messages import create_topics_request as ctr
+
+    admin.create_topics([NewTopic("foo.bar", 1, 1)])
+    resp = call(broker, 19, 7, CreateTopicsRequest(timeout_ms=10000, topics=[
+        ctr.CreatableTopic(name="foo_bar", num_partitions=1, replication_factor=1, configs=[])]))
+    t = resp.topics[0]
+    assert (t.name, t.error_code) == ("foo_bar", 17)  # INVALID_TOPIC_EXCEPTION
+    assert t.error_message == "Topic 'foo_bar' collides with existing topic: foo.bar"
+    # auto-creation by Metadata is refused the same way: the name is never created
+    meta = call(broker, 3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="foo_bar")],
+                                               allow_auto_topic_creation=True))
+    assert meta.topics[0].error_code != 0
+    names = {t.name for t in call(broker, 3, 12, MetadataRequest(topics=None)).topics}
+    assert "foo.bar" in names and "foo_bar" not in names

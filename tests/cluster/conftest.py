@@ -1,0 +1,22 @@
+"""Fixtures of the cluster suite: a real ZooKeeper server (Debian's package) per test, stopped by
+its fixture."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.zookeeper import ZooKeeperServer
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A standalone ZooKeeper of this test's own (free port, data under tmp_path), so a test may
+    stop, pause or restart it without disturbing others."""
+    zk = ZooKeeperServer(tmp_path / "zookeeper").start()
+    try:
+        yield zk
+    finally:
+        zk.stop()

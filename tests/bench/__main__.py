@@ -29,6 +29,8 @@ BENCHES = {
     "storage": ("Storage: append and read vs raw file I/O", "tests.bench.bench_storage"),
     "validation": ("Per-record checks on the produce path (compacted topics, timestamp bounds)",
                    "tests.bench.bench_record_validation"),
+    "cleaner": ("Log compaction: cleaner throughput vs the disk, produce latency while it cleans",
+                "tests.bench.bench_cleaner"),
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),

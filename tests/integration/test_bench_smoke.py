@@ -18,8 +18,8 @@ from tests.broker_process import REPO
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def bench(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.bench", "--only", "peers", *args],
+def bench(*args: str, timeout: float = 180, only: str = "peers") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.bench", "--only", only, *args],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -273,3 +273,43 @@ def test_kafka_side_by_side_tiny_run(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == md.split("## Side by side with Apache Kafka 3.9", 1)[1].split(
         "\n", 1)[1].strip()
+
+
+def test_cleaner_tiny_run(tmp_path: Path) -> None:
+    """`make bench`'s log compaction section at ~2 MiB: a real broker's cleaner cleans an
+    uncompressed and an lz4 log (the bench fails by itself unless exactly one record per key is
+    kept), beside disk limits measured on the same files, with produce latencies idle and while
+    cleaning and the worker's and broker's CPU in the tables."""
+    out = tmp_path / "benchmarks.md"
+    r = bench("--scale", "0.002", "--out", str(out), only="cleaner")
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = out.read_text()
+    assert "failed:" not in md
+    assert "## Log compaction: cleaner throughput vs the disk" in md
+
+    rows = {row["log"]: row for row in md_table(md, "### Cleaner throughput")}
+    assert set(rows) == {"none", "lz4"}
+    for row in rows.values():
+        written, kept = (int(x.replace(",", "")) for x in row["records -> kept"].split(" -> "))
+        assert 0.09 * written <= kept <= 0.1 * written, row  # ~10 % live keys, all found
+        mb, secs, rate = float(row["dirty MB"]), float(row["cleaner s"]), float(row["cleaner MB/s"])
+        assert mb > 1 and secs > 0 and rate > 0
+        assert rate == pytest.approx(mb / secs, rel=0.1), row
+        assert float(row["after MB"]) < mb / 5
+        disk = float(row["disk read + write MB/s"].replace(",", ""))
+        assert float(row["cleaner / disk"]) == pytest.approx(rate / disk, rel=0.1, abs=0.002), row
+        assert float(row["wall s"]) >= secs
+    assert float(rows["lz4"]["dirty MB"]) < float(rows["none"]["dirty MB"])  # same records
+
+    cpu = {row["log"]: row for row in md_table(md, "### Disk and CPU")}
+    assert set(cpu) == {"none", "lz4"}
+    for row in cpu.values():
+        assert float(row["worker CPU s"]) > 0 and float(row["broker CPU % cleaning"]) > 0, row
+
+    latency = md_table(md, "### Produce latency of another topic, idle and while cleaning")
+    assert {(x["log cleaned"], x["phase"], x["acks"]) for x in latency} == {
+        (log, phase, acks) for log in ("none", "lz4") for phase in ("idle", "cleaning")
+        for acks in ("1", "all")}
+    for x in latency:
+        assert int(x["requests"].replace(",", "")) > 0, x
+        assert 0 < float(x["p50 ms"]) <= float(x["p99 ms"]) <= float(x["max ms"]), x

@@ -152,6 +152,10 @@ def consume(bootstrap: str, timeout_s: float, topic: str, from_beginning: bool, 
                 raise click.ClickException(f"topic '{topic}' has no partition {min(missing)}")
             if group:
                 consumer.subscribe([topic], listener=_seek_on_assign(consumer, at_ms))
+                # fresh metadata after subscribe(): with only the metadata fetched above,
+                # kafka-python's leader rejoins once after its first assignment, and 3.0.12 can
+                # lose that join's answer (the member then never turns stable)
+                consumer.topics()
             else:
                 tps = [TopicPartition(topic, p) for p in sorted(partitions or known)]
                 consumer.assign(tps)

@@ -65,6 +65,7 @@ def test_examples_parse(path: str, line: str, tmp_path: Path,
     segments.mkdir(parents=True)
     for name in ("00000000000000000000.log", "00000000000000000000.index"):
         (segments / name).touch()
+    (tmp_path / "data" / "cleaner-offset-checkpoint").touch()
     (tmp_path / "config").mkdir()
     for name in ("server.properties", "config/server.properties", "clicks.txt"):
         (tmp_path / name).touch()

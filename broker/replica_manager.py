@@ -24,8 +24,9 @@ import structlog
 from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
+from broker.metadata_cache import MetadataCache
 from broker.purgatory import DelayedOperationPurgatory
-from controller.metadata import PartitionState, TopicState
+from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -179,9 +180,9 @@ class ReplicaManager:
         return self.server.log_manager
 
     @property
-    def image(self) -> Any:
-        assert self.server.controller is not None
-        return self.server.controller.image
+    def image(self) -> MetadataCache:
+        """The broker's MetadataCache (what the ReplicaManager hosts follows it)."""
+        return self.server.metadata_cache
 
     async def startup(self) -> None:
         self.fetch_purgatory.start()

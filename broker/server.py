@@ -34,9 +34,11 @@ from broker import loop_audit
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig
 from broker.group import GroupCoordinator
+from broker.metadata_cache import MetadataCache
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
-from controller.metadata import BrokerInfo, EmbeddedController
+from controller.image import BrokerInfo, MetadataImage
+from controller.metadata import EmbeddedController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import kafka_uuid_str
 from storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
@@ -67,6 +69,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.log_cleaner: LogCleaner | None = None
+        self.metadata_cache: MetadataCache = MetadataCache(MetadataImage(cluster_id="", controller_id=-1))
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
         self.stopping_callbacks: list[Any] = []  # run when shutdown begins
 
@@ -95,11 +98,12 @@ class BrokerServer:
             cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
         )
+        self.metadata_cache = MetadataCache(self.controller.image)
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
         self.replica_manager = ReplicaManager(self)
-        self.controller.listeners.append(self.replica_manager.on_metadata_change)
+        self.controller.add_listener(self.replica_manager.on_metadata_change)
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()  # loads __consumer_offsets before clients connect
@@ -161,9 +165,9 @@ class BrokerServer:
         log.info(
             "broker started",
             broker_id=cfg.broker_id,
-            cluster_id=self.controller.image.cluster_id,
+            cluster_id=self.metadata_cache.cluster_id,
             log_dirs=[str(d) for d in cfg.log_dirs],
-            topics=len(self.controller.image.topics),
+            topics=len(self.metadata_cache.topics),
         )
 
     def _open_log_manager(self) -> LogManager:

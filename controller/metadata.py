@@ -1,11 +1,12 @@
-"""Cluster metadata and the single-node controller.
+"""The single-node controller.
 
-Why this seam: handlers and the ReplicaManager only read a `MetadataImage` and ask a
-`Controller` for changes (create/delete topics, add partitions, alter configs, allocate producer
-ids). In single-node mode `EmbeddedController` is that controller: the node is its own controller
-and keeps the metadata in one JSON file in the first log dir, replaced atomically (write temp,
-fsync, rename, fsync dir) so a crash leaves either the old or the new state. The ZooKeeper-backed
-controller of the cluster work implements the same methods and pushes the same images.
+Why this seam: handlers and the ReplicaManager only read the broker's MetadataCache (the
+`MetadataImage` types of controller.image) and ask a controller for changes through
+controller.interface.Controller (create/delete topics, add partitions, alter configs, allocate
+producer ids). In single-node mode `EmbeddedController` is that controller: the node is its own
+controller and keeps the metadata in one JSON file in the first log dir, replaced atomically
+(write temp, fsync, rename, fsync dir) so a crash leaves either the old or the new state. The
+ZooKeeper-backed controller implements the same interface and feeds the same cache.
 
 Persistence never blocks the event loop: a mutation changes the in-memory image at once, tells
 the listeners, and hands the file write (two fsyncs) to a one-thread executor, so writes land in
@@ -24,14 +25,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.image import (
+    BrokerInfo,
+    Listener,
+    MetadataImage,
+    PartitionState,
+    TopicState,
+    validate_topic_name,
+)
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.checkpoints import atomic_write
 from storage.errors import StorageError
@@ -40,80 +47,6 @@ log = logging.getLogger("odradek.controller")
 
 METADATA_FILE = "__odradek_metadata.json"
 PRODUCER_ID_BLOCK = 1000
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
-def validate_topic_name(name: str) -> None:
-    """Raise INVALID_TOPIC_EXCEPTION with Kafka's wording when the name is not legal."""
-    if not name:
-        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_NAME_LENGTH:
-        raise KafkaProtocolError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
-        )
-    if not _LEGAL.fullmatch(name):
-        raise KafkaProtocolError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-            "alphanumerics, '.', '_' and '-'",
-        )
-
-
-@dataclass
-class PartitionState:
-    partition: int
-    replicas: list[int]
-    leader: int
-    leader_epoch: int = 0
-    isr: list[int] = field(default_factory=list)
-    partition_epoch: int = 0
-
-
-@dataclass
-class TopicState:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def is_internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
-
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    listener: str = "PLAINTEXT"
-
-
-@dataclass
-class MetadataImage:
-    cluster_id: str
-    controller_id: int
-    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
-    topics: dict[str, TopicState] = field(default_factory=dict)
-    broker_configs: dict[str, str] = field(default_factory=dict)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
-
-
-# (event: "created"/"deleted"/"changed", topic) -> None, or an awaitable of the file work it started
-Listener = Callable[[str, TopicState], Awaitable[Any] | None]
-
-
 class EmbeddedController:
     """The single node's own controller: owns the metadata image and its file.
 
@@ -387,9 +320,19 @@ class EmbeddedController:
         self.image.broker_configs = dict(configs)
         self._save()
 
+    # -- listeners ------------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(event, topic)`` after every topic change (created, deleted, changed)."""
+        self.listeners.append(listener)
+
     # -- producer ids -----------------------------------------------------------------------------
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
+        """The next producer id (InitProducerId); see :meth:`allocate_producer_id_now`."""
+        return self.allocate_producer_id_now()
+
+    def allocate_producer_id_now(self) -> int:
         """Producer ids come from blocks persisted before use (Kafka's ProducerIdManager), so a
         restart never hands out an id twice."""
         if self.next_producer_id >= self.producer_id_limit:

@@ -36,7 +36,7 @@ from broker.config_synonyms import (
     topic_synonyms,
 )
 from broker.context import RequestContext
-from controller.metadata import validate_topic_name
+from controller.image import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import (
     AlterConfigsRequest,
@@ -73,7 +73,7 @@ class _BrokerSources:
 
     def __init__(self, ctx: RequestContext) -> None:
         cfg = ctx.server.config
-        self.dynamic = dict(ctx.server.controller.image.broker_configs)
+        self.dynamic = dict(ctx.server.metadata_cache.broker_configs)
         self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS}
         self.defaults = {d.key: _text(d.default) for d in DEFINITIONS if d.default is not None}
         topic_defaults = LogConfig().to_props()
@@ -96,7 +96,7 @@ def _topic_defaults(ctx: RequestContext) -> LogConfig:
 
 
 def _topic(ctx: RequestContext, name: str) -> Any:
-    topic = ctx.server.controller.image.topics.get(name)
+    topic = ctx.server.metadata_cache.topic(name)
     if topic is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
     return topic
@@ -220,7 +220,7 @@ def _check_incremental_shape(res: Any, resource_counts: Counter[tuple[int, str]]
 @api(44, 0, 1)
 async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
-    image = ctx.server.controller.image
+    image = ctx.server.metadata_cache.image
     resource_counts = Counter((res.resource_type, res.resource_name) for res in req.resources)
     for res in req.resources:
         out = iacr.AlterConfigsResourceResponse(

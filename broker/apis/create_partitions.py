@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
     cfg = ctx.server.config
     counts = Counter(t.name for t in req.topics)
     results = []
-    too_many = _request_limit_error(req, controller.image.topics, cfg["max.request.partitions"])
+    too_many = _request_limit_error(req, ctx.server.metadata_cache.topics, cfg["max.request.partitions"])
     hosted = len(ctx.server.replica_manager.partitions)
     files = open_files()  # once: each topic grown below adds what it opens
     for t in req.topics:
@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
                 raise too_many
             if counts[t.name] > 1:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            topic = controller.image.topics.get(t.name)
+            topic = ctx.server.metadata_cache.topic(t.name)
             if topic is None:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
             if t.count <= len(topic.partitions):

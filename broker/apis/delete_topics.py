@@ -16,7 +16,7 @@ from collections import Counter
 
 from broker.apis.registry import api
 from broker.context import RequestContext
-from controller.metadata import INTERNAL_TOPICS
+from controller.image import INTERNAL_TOPICS
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.messages.delete_topics_response import DeletableTopicResult
@@ -57,7 +57,7 @@ def _refuse_invalid_rows(wanted: list[tuple[str | None, object]], image) -> tupl
 @api(20, 1, 6)
 async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     controller = ctx.server.controller
-    image = controller.image
+    image = ctx.server.metadata_cache.image
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:

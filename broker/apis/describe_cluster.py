@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeCl
     error = _endpoint_error(ctx.version, req.endpoint_type)
     if error is not None:
         return error
-    image = ctx.server.controller.image
+    image = ctx.server.metadata_cache.image
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,

@@ -26,9 +26,9 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     gc = ctx.server.group_coordinator  # an empty key is a group too ("" may commit offsets)
     if not gc.ensure_offsets_topic():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    topic = ctx.server.controller.image.topics[gc._topic.name]
+    topic = ctx.server.metadata_cache.topics[gc._topic.name]
     leader = topic.partitions[gc.partition_for(key)].leader
-    node = ctx.server.controller.image.brokers.get(leader)
+    node = ctx.server.metadata_cache.brokers.get(leader)
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node.broker_id, node.host, node.port

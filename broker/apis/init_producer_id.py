@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
         )
-    pid = ctx.server.controller.allocate_producer_id()
+    pid = await ctx.server.controller.allocate_producer_id()
     failed = await ctx.committed()  # the id block is durable before the id is used
     if failed is not None:  # not durable: a restart could hand the id out again
         return InitProducerIdResponse(throttle_time_ms=0, error_code=failed.code, producer_id=-1, producer_epoch=-1)

@@ -18,7 +18,7 @@ from broker.apis.registry import api
 from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, if_requested
 from broker.context import RequestContext
 from broker.partition_limits import check_broker_partitions, open_files
-from controller.metadata import INTERNAL_TOPICS, TopicState
+from controller.image import INTERNAL_TOPICS, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import MetadataRequest, MetadataResponse
 from protocol.messages.metadata_response import (
@@ -58,7 +58,7 @@ def error_topic(name: str | None, code: int, topic_id=ZERO_UUID) -> MetadataResp
 async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     server = ctx.server
     controller = server.controller
-    image = controller.image
+    image = server.metadata_cache.image
     cfg = server.config
     v = ctx.version
     allow_auto = cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
@@ -92,7 +92,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                     continue
             if t is None:
                 try:
-                    from controller.metadata import validate_topic_name
+                    from controller.image import validate_topic_name
 
                     validate_topic_name(name)
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

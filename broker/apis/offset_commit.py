@@ -31,7 +31,7 @@ from protocol.messages.offset_commit_response import (
 @api(8, 2, 9)
 async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     now = int(time.time() * 1000)
-    topics = ctx.server.controller.image.topics
+    topics = ctx.server.metadata_cache.topics
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:

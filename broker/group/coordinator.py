@@ -227,7 +227,7 @@ class GroupCoordinator:
         self.heartbeat_purgatory.start()
         self.rebalance_purgatory.start()
         await self.load()
-        self.server.controller.listeners.append(self.on_metadata_change)
+        self.server.controller.add_listener(self.on_metadata_change)
         self.server._spawn(self._expire_periodically())
 
     async def _expire_periodically(self) -> None:
@@ -327,7 +327,7 @@ class GroupCoordinator:
 
     @property
     def _topic(self) -> Any:
-        return self.server.controller.image.topics.get(GROUP_METADATA_TOPIC)
+        return self.server.metadata_cache.topic(GROUP_METADATA_TOPIC)
 
     def partition_for(self, group_id: str) -> int:
         topic = self._topic
@@ -340,7 +340,7 @@ class GroupCoordinator:
         if self._topic is not None:
             return True
         controller = self.server.controller
-        rf = min(self.replication_factor, len(controller.image.brokers))
+        rf = min(self.replication_factor, len(self.server.metadata_cache.brokers))
         try:
             controller.create_topic(
                 GROUP_METADATA_TOPIC,

@@ -48,7 +48,7 @@ import asyncio, sys, uuid
 from pathlib import Path
 from broker import loop_audit
 from broker.replica_manager import Partition
-from controller.metadata import PartitionState, TopicState
+from controller.image import PartitionState, TopicState
 from protocol.records import Record, build_batch
 from storage.config import LogConfig
 from storage.log import Log

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.metadata import BrokerInfo, EmbeddedController
+from controller.image import BrokerInfo
+from controller.metadata import EmbeddedController
 from protocol.errors import ErrorCode, KafkaProtocolError
 
 BROKER = BrokerInfo(3, "localhost", 9092)
@@ -41,9 +42,9 @@ def test_adopted_partitions_start_a_new_leader_epoch(tmp_path: Path) -> None:
 def test_reserve_producer_ids_through(tmp_path: Path) -> None:
     c = EmbeddedController(tmp_path, BROKER)
     c.reserve_producer_ids_through(-1)  # no producer state: nothing changes
-    assert c.allocate_producer_id() == 0
+    assert c.allocate_producer_id_now() == 0
     c.reserve_producer_ids_through(4000)
-    assert c.allocate_producer_id() == 4001
+    assert c.allocate_producer_id_now() == 4001
     c.reserve_producer_ids_through(10)  # below what is handed out already: no effect
-    assert c.allocate_producer_id() == 4002
-    assert EmbeddedController(tmp_path, BROKER).allocate_producer_id() > 4002
+    assert c.allocate_producer_id_now() == 4002
+    assert EmbeddedController(tmp_path, BROKER).allocate_producer_id_now() > 4002

@@ -1,0 +1,102 @@
+"""The cluster metadata as the broker reads it: topics with their partitions (replicas, leader,
+leader epoch, ISR), brokers with their endpoints, the controller id, the cluster id and dynamic
+broker configs -- plain values, and Kafka's topic-name rules.
+
+Why its own module: the broker imports these types and the controller interface
+(controller.interface), never a concrete controller (DESIGN.md §1); the embedded single-node
+controller (controller.metadata) and the ZooKeeper-backed one both produce them.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode, KafkaProtocolError
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "MAX_NAME_LENGTH",
+    "BrokerInfo",
+    "Listener",
+    "MetadataImage",
+    "PartitionState",
+    "TopicState",
+    "validate_topic_name",
+]
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION with Kafka's wording when the name is not legal."""
+    if not name:
+        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
+        )
+    if not _LEGAL.fullmatch(name):
+        raise KafkaProtocolError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    isr: list[int] = field(default_factory=list)
+    partition_epoch: int = 0
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    listener: str = "PLAINTEXT"
+
+
+@dataclass
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicState] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+
+# (event: "created"/"deleted"/"changed", topic) -> None, or an awaitable of the file work it started
+Listener = Callable[[str, TopicState], Awaitable[Any] | None]

@@ -15,6 +15,9 @@ works it also checks that its parent is still the process that started it, so a 
 with kill -9 does not leave it writing ``.cleaned`` files into a log dir that the next broker
 is loading.
 
+The worker lowers its own priority (nice 10): cleaning is background work, and on a machine
+with busy cores the broker's event loop must not wait for it.
+
 ``log.cleaner.io.max.bytes.per.second`` is enforced here: the worker sleeps between chunks when
 it read or wrote faster (Kafka's Throttler).
 """
@@ -77,6 +80,11 @@ class _Throttle:
 def main() -> int:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     parent = os.getppid()
+    # background work: when the cores are busy, the broker's event loop goes first
+    try:
+        os.nice(10)
+    except OSError:
+        pass
 
 
     while True:

@@ -1137,7 +1137,8 @@ class Log:
 
         Crash safety by file names alone: ``.cleaned`` -> ``.swap``; the replaced segments
         renamed ``.deleted`` (their files go file.delete.delay.ms later, so a reader holding a
-        slice of one keeps reading valid bytes); ``.swap`` -> final name; directory fsync'd. A
+        slice of one keeps reading valid bytes) and the producer snapshots at their base offsets
+        removed (Kafka's deleteProducerSnapshots); ``.swap`` -> final name; directory fsync'd. A
         start after a crash removes ``.cleaned`` files and completes a ``.swap``
         (storage.log_loader). Blocking: call from an executor; the log's lock is held only
         for the renames, not for the directory fsync."""
@@ -1163,6 +1164,10 @@ class Log:
             for seg in old:
                 seg.rename_to_deleted()
                 self._pending_deletes.append((due, seg))
+                if seg.base_offset != new.base_offset:  # its producer snapshot goes with it
+                    snapshot = self._producer_state.remove_and_mark_snapshot_for_deletion(seg.base_offset)
+                    if snapshot is not None:
+                        snapshot.unlink(missing_ok=True)
             new.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         fsync_dir(self.dir)
         return True

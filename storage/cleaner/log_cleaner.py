@@ -14,7 +14,8 @@ manager's abort_and_pause kills the worker so the caller need not wait for a gro
 when a group cannot be swapped because the log changed (retention or a truncation got there
 first), or when the broker stops. Its ``.cleaned`` files are removed; a crash leaves them for
 the next load to remove. A log whose cleaning fails with an error is not cleaned again until the
-broker restarts (logged; Kafka's uncleanable partitions).
+broker restarts (logged; Kafka's uncleanable partitions); a worker process killed from outside
+is replaced and the cleaning retried, up to three times in a row for one log.
 
 Who may call: :meth:`startup` / :meth:`shutdown` from the broker's startup and shutdown (in an
 executor: shutdown joins threads), :meth:`abort_and_pause` / :meth:`resume` from the code that
@@ -42,6 +43,7 @@ __all__ = ["CleanerConfig", "LogCleaner", "make_clean_job"]
 log = logging.getLogger("odradek.storage.cleaner")
 
 _MB = 1024 * 1024
+MAX_WORKER_DEATHS = 3  # consecutive worker deaths while cleaning one log before it is left alone
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class _CleanerThread(threading.Thread):
         self.proc: subprocess.Popen[bytes] | None = None
         self.current: TopicPartition | None = None
         self._proc_lock = threading.Lock()
+        self.worker_deaths: dict[TopicPartition, int] = {}  # consecutive, per log
 
     # -- the worker process ---------------------------------------------------------------
 
@@ -120,10 +123,23 @@ class _CleanerThread(threading.Thread):
             end_offset: int | None = None
             try:
                 end_offset = self._clean(ltc)
+                self.worker_deaths.pop(ltc.tp, None)
             except _WorkerGone:
                 if not c.stopping.is_set() and not c.manager.is_aborted(ltc.tp):
-                    log.error("The log cleaner worker process died while cleaning %s", ltc.log.name)
-                    c.manager.mark_uncleanable(ltc.tp)
+                    # killed from outside (the OOM killer, an operator): a new worker retries;
+                    # a log that kills its worker every time is left alone after a few
+                    deaths = self.worker_deaths[ltc.tp] = self.worker_deaths.get(ltc.tp, 0) + 1
+                    if deaths >= MAX_WORKER_DEATHS:
+                        log.error(
+                            "The log cleaner worker process died %d times in a row while cleaning %s; "
+                            "it will not be cleaned again until the broker restarts", deaths, ltc.log.name,
+                        )
+                        c.manager.mark_uncleanable(ltc.tp)
+                    else:
+                        log.error(
+                            "The log cleaner worker process died while cleaning %s; a new one will "
+                            "retry (%d of %d)", ltc.log.name, deaths, MAX_WORKER_DEATHS,
+                        )
                 self._remove_cleaned_files(ltc)
             except Exception:
                 log.exception(

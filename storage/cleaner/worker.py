@@ -30,9 +30,17 @@ import struct
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from storage.cleaner.cleaner import CleanedGroup, CleanJob, LogCleaningAbortedError, clean
+from storage.segment import (
+    CLEANED_FILE_SUFFIX,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    txn_index_file,
+)
 
 __all__ = ["read_message", "write_message"]
 
@@ -77,6 +85,21 @@ class _Throttle:
             self.start, self.done = time.monotonic(), 0
 
 
+class _BrokerGone(Exception):
+    """The pipe to the broker closed: it was killed, or it stopped this worker."""
+
+
+def _remove_unswapped(job: CleanJob, base: int) -> None:
+    """Remove the ``.cleaned`` files of a group the broker never saw -- only while its
+    ``.log.cleaned`` is still there: Log.replace_segments renames the ``.log`` first, so a swap
+    the broker began is left whole for the next load to complete."""
+    d = Path(job.directory)
+    if not log_file(d, base, CLEANED_FILE_SUFFIX).exists():
+        return
+    for f in (log_file, offset_index_file, time_index_file, txn_index_file):
+        f(d, base, CLEANED_FILE_SUFFIX).unlink(missing_ok=True)
+
+
 def main() -> int:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     parent = os.getppid()
@@ -85,7 +108,6 @@ def main() -> int:
         os.nice(10)
     except OSError:
         pass
-
 
     while True:
         msg = read_message(inp)
@@ -98,9 +120,15 @@ def main() -> int:
         throttle = _Throttle(payload[1])
 
         def on_group(group: CleanedGroup) -> bool:
-            write_message(out, ("group", group))
-            reply = read_message(inp)  # the broker swaps the group in meanwhile
-            return bool(reply is not None and reply[0] == "go" and reply[1])
+            try:
+                write_message(out, ("group", group))
+                reply = read_message(inp)  # the broker swaps the group in meanwhile
+            except OSError:  # EPIPE: the broker is gone and never saw this group
+                reply = None
+            if reply is None:
+                _remove_unswapped(job, group.base_offset)  # noqa: B023 - called only during this job
+                raise _BrokerGone()
+            return reply[0] == "go" and bool(reply[1])
 
         def check(n: int) -> None:
             if os.getppid() != parent:
@@ -109,12 +137,18 @@ def main() -> int:
 
         try:
             result = clean(job, on_group, check)
+        except _BrokerGone:
+            return 0
         except LogCleaningAbortedError as e:
-            write_message(out, ("aborted", str(e)))
+            answer: tuple[str, Any] = ("aborted", str(e))
         except Exception:
-            write_message(out, ("error", traceback.format_exc()))
+            answer = ("error", traceback.format_exc())
         else:
-            write_message(out, ("done", result))
+            answer = ("done", result)
+        try:
+            write_message(out, answer)
+        except OSError:  # the broker is gone
+            return 0
 
 
 if __name__ == "__main__":

@@ -328,3 +328,30 @@ def test_aborted_transactions_go_and_markers_stay_until_their_horizon(tmp_path: 
         assert 3 in hs and hs[3][5] & 0x20
     finally:
         lg.close()
+
+
+def test_a_swap_removes_the_producer_snapshots_of_the_segments_it_replaces(tmp_path: Path) -> None:
+    """Kafka's replaceSegments deletes the producer snapshots at the replaced segments' base
+    offsets (the one at the new segment's base stays)."""
+    lg = compacted_log(tmp_path, segment_bytes=300)
+    try:
+        for i in range(12):
+            lg.append_as_leader(keyed_batch([(b"k", b"v%d" % i)], ts=T0 + i), 0)
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.roll()
+        d = tmp_path / "t-0"
+        bases = [s.base_offset for s in lg.segments[:-1]]
+        assert len(bases) >= 3
+        before = {int(p.name[:20]) for p in d.glob("*.snapshot")}
+        assert set(bases[1:]) <= before
+        clean_in_process(lg, T0)
+        # the first cleaning groups nothing (each segment is about a whole segment.bytes); a
+        # second one merges the now small segments into one
+        clean_in_process(lg, T0, checkpoint=0)
+        remaining = [s.base_offset for s in lg.segments[:-1]]
+        gone = set(bases) - set(remaining)
+        assert gone, (bases, remaining)
+        after = {int(p.name[:20]) for p in d.glob("*.snapshot")}
+        assert not gone & after, f"snapshots of replaced segments left: {sorted(gone & after)}"
+    finally:
+        lg.close()

@@ -258,7 +258,9 @@ class ZNodeChildChangeHandler(Protocol):
 
 class StateChangeHandler(Protocol):
     """Kafka's StateChangeHandler, keyed by `name`: called around a new session after the old one
-    expired. May return an awaitable, which is awaited before the next session event."""
+    expired. May return an awaitable, which is awaited before the next session event -- so
+    `before_initializing_session` must not wait for ZooKeeper (the session it would wait for is
+    the next event); `after_initializing_session` runs once connected and may use it."""
 
     name: str
 

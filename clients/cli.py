@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from clients.cluster import cluster
 from clients.configs import configs
 from clients.consume import consume
 from clients.dump_log import dump_log
@@ -85,7 +86,7 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     sys.exit(run(config))
 
 
-for command in (topics, groups, configs, produce, consume, perf, dump_log, pipeline):
+for command in (topics, groups, configs, produce, consume, perf, dump_log, pipeline, cluster):
     main.add_command(command)
 
 if __name__ == "__main__":

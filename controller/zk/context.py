@@ -204,7 +204,7 @@ class ControllerContext:
         self.partition_leadership_info.clear()
 
     def partitions_with_leaders(self) -> set[TopicPartition]:
-        return {tp for tp in self.partition_leadership_info if tp.topic in self.all_topics}
+        return {tp for tp in self.partition_leadership_info if not self.is_topic_queued_up_for_deletion(tp.topic)}
 
     def partitions_with_offline_leader(self) -> set[TopicPartition]:
         return {tp for tp, info in self.partition_leadership_info.items()

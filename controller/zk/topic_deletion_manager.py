@@ -47,7 +47,13 @@ class DeletionClient(Protocol):
 
 
 def _mk(items: Iterable[object]) -> str:
-    return ",".join(map(str, sorted(items, key=str)))
+    """Kafka's `mkString(",")` of a set: distinct, here in order."""
+    distinct = set(items)
+    try:
+        ordered = sorted(distinct)  # type: ignore[type-var]
+    except TypeError:
+        ordered = sorted(distinct, key=str)
+    return ",".join(map(str, ordered))
 
 
 class TopicDeletionManager:

@@ -60,6 +60,8 @@ class RecordingBroker:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._changed = asyncio.Condition()
+        # called with each request received (after it is recorded), before it is answered
+        self.on_request: list[Callable[[int, Any], None]] = []
 
     async def start(self) -> RecordingBroker:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -126,6 +128,8 @@ class RecordingBroker:
                     async with self._changed:
                         self.requests.append(Recorded(key, version, body))
                         self._changed.notify_all()
+                    for hook in self.on_request:
+                        hook(key, body)
                 writer.writelines(encode_response_frame(header.correlation_id, key, version, self._answer(key, body)))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

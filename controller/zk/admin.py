@@ -1,0 +1,94 @@
+"""Kafka's AdminZkClient (core/src/main/scala/kafka/zk/AdminZkClient.scala, 3.9): the writes by which
+any broker (or tool) asks a ZooKeeper-mode cluster for an admin change. None of them talks to the
+controller: it watches these znodes and does the rest.
+
+* create a topic: its config overrides (/config/topics/<t>, not transactional with the rest, as
+  Kafka's), then its assignment and topic id (/brokers/topics/<t>, created -- an existing topic
+  makes it TOPIC_ALREADY_EXISTS);
+* delete a topic: /admin/delete_topics/<t> (already marked: fine, the caller waits as for its own);
+* add partitions: the whole assignment written back to /brokers/topics/<t> with the new ones;
+* change configs: the entity's znode, then a /config/changes/config_change_<seq> notification.
+
+Errors are Kafka's, as KafkaProtocolError with the code its Errors.forException gives.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+
+from controller.zk.client import NodeExistsError
+from controller.zk.data import ConfigType, ReplicaAssignment
+from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from protocol.errors import ErrorCode, KafkaProtocolError
+
+__all__ = ["DEFAULT_ENTITY", "AdminZkClient"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENTITY = "<default>"  # ConfigEntityName.Default: cluster-wide broker configs
+
+
+def _scala_assignment(assignment: Mapping[int, Sequence[int]]) -> str:
+    return "Map(" + ", ".join(f"{p} -> ArrayBuffer({', '.join(map(str, r))})" for p, r in sorted(assignment.items())) + ")"
+
+
+def _scala_props(config: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{k}={v}" for k, v in config.items()) + "}"
+
+
+class AdminZkClient:
+    """See the module docstring."""
+
+    def __init__(self, zk_client: KafkaZkClient) -> None:
+        self.zk_client = zk_client
+
+    async def create_topic_with_assignment(self, topic: str, config: Mapping[str, str],
+                                           assignment: Mapping[int, Sequence[int]], topic_id: uuid.UUID) -> None:
+        log.info("Creating topic %s with configuration %s and initial partition assignment %s", topic,
+                 _scala_props(config), _scala_assignment(assignment))
+        try:
+            await self.zk_client.set_or_create_entity_configs(ConfigType.TOPIC, topic, config)
+        except ControllerMovedError as e:
+            raise KafkaProtocolError(ErrorCode.NOT_CONTROLLER, str(e)) from e
+        try:
+            await self.zk_client.create_topic_assignment(topic, topic_id, assignment)
+        except NodeExistsError:
+            raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
+
+    async def delete_topic(self, topic: str) -> None:
+        if not await self.zk_client.topic_exists(topic):
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{topic}` to delete does not exist")
+        try:
+            await self.zk_client.create_delete_topic_path(topic)
+        except NodeExistsError:
+            # TopicAlreadyMarkedForDeletionException: ZkAdminManager swallows it and waits too
+            log.debug("topic %s is already marked for deletion", topic)
+
+    async def create_partitions_with_assignment(self, topic: str, existing: Mapping[int, Sequence[int]],
+                                                new: Mapping[int, Sequence[int]]) -> None:
+        log.info("Creating %d partitions for '%s' with the following replica assignment: %s.", len(new), topic,
+                 ", ".join(f"{p} -> ReplicaAssignment(replicas={','.join(map(str, r))}, addingReplicas=, "
+                           "removingReplicas=)" for p, r in sorted(new.items())))
+        current = await self.zk_client.get_topic_assignment(topic)
+        if current is None:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+        combined = {p: ReplicaAssignment(tuple(r)) for p, r in {**existing, **new}.items()}
+        await self.zk_client.set_topic_assignment(topic, current.topic_id, combined)
+
+    async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        if not await self.zk_client.topic_exists(topic):
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+        await self._change_entity_config(ConfigType.TOPIC, topic, configs)
+
+    async def change_broker_config(self, broker_id: int | None, configs: Mapping[str, str]) -> None:
+        """Dynamic configs of one broker (`/config/brokers/<id>`) or of all (`<default>`)."""
+        await self._change_entity_config(ConfigType.BROKER, DEFAULT_ENTITY if broker_id is None else str(broker_id),
+                                         configs)
+
+    async def _change_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        try:
+            await self.zk_client.change_entity_config(entity_type, name, configs)
+        except ControllerMovedError as e:
+            raise KafkaProtocolError(ErrorCode.NOT_CONTROLLER, str(e)) from e

@@ -109,7 +109,10 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     D("group.max.size", "int", 2147483647, "Most members a consumer group may have.", _at_least(1), "[1,...]"),
     D("producer.id.expiration.ms", "int", 86400000, "Idle producer ids are forgotten after this long."),
-    D("zookeeper.connect", "string", None, "ZooKeeper connect string; unset = single-node embedded metadata."),
+    D("zookeeper.connect", "string", None, "ZooKeeper connect string (host:port[,host:port][/chroot]); unset = single-node embedded metadata."),
+    D("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout: a broker silent this long loses its registration (/brokers/ids/<id>) and re-registers with a new broker epoch.", _at_least(1), "[1,...]"),
+    D("zookeeper.connection.timeout.ms", "int", None, "Longest wait for the ZooKeeper connection at start-up; default: zookeeper.session.timeout.ms."),
+    D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper and used by rack-aware replica assignment."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
 )
 CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}
@@ -125,8 +128,6 @@ ACCEPTED_UNUSED = frozenset(
         "queued.max.requests",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "zookeeper.connection.timeout.ms",
-        "zookeeper.session.timeout.ms",
         "listener.security.protocol.map",
         "inter.broker.listener.name",
     }

@@ -34,8 +34,11 @@ class RequestContext:
         could not be written (a full disk), every result in ``results`` without an error yet --
         what this request changed -- gets KAFKA_STORAGE_ERROR and the message, and the error is
         returned: the request is answered, its connection stays open. None once durable."""
+        controller = self.server.controller
+        if controller is None:  # ZooKeeper mode: nothing was changed through a local store
+            return None
         try:
-            await self.server.controller.committed()
+            await controller.committed()
         except StorageError as e:
             for r in results:
                 if r.error_code == 0:
@@ -45,6 +48,8 @@ class RequestContext:
             return e
         return None
 
-    @staticmethod
-    def api_version_keys() -> list[ApiVersion]:
-        return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised()]
+    def api_version_keys(self) -> list[ApiVersion]:
+        """What ApiVersions advertises: a ZooKeeper-mode broker also lists the controller's
+        requests to brokers (LeaderAndIsr, StopReplica, UpdateMetadata), as Kafka's do."""
+        return [ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in advertised(zk_mode=self.server.zk_mode)]

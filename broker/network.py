@@ -272,6 +272,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         key, version = header.request_api_key, header.request_api_version
         handler = REGISTRY.get(key)
+        if handler is not None and handler.zk_only and not self.server.zk_mode:
+            handler = None  # not enabled on a single node: as Kafka, an API not exposed closes the connection
         if handler is None or key not in REQUESTS:
             self.abort("request for an unsupported api key", api_key=key, api_version=version)
             return

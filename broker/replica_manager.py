@@ -7,6 +7,17 @@ metadata image changes (on one node: when the embedded controller creates or del
 cluster: on LeaderAndIsr), and routes produce/fetch to them. Waiting (acks=all, fetch min bytes)
 goes through purgatories keyed by partition, completed by `check_and_complete` after appends.
 
+ZooKeeper mode: what this broker hosts, and whether it leads or follows, is the controller's
+word, not the metadata cache's: LeaderAndIsr (`become_leader_or_follower`, Kafka's
+becomeLeaderOrFollower/makeLeaders/makeFollowers) creates the logs and sets each partition's
+leader, leader epoch, ISR and partition epoch; StopReplica (`stop_replicas`) stops and deletes
+them; UpdateMetadata (`maybe_update_metadata_cache`) replaces the MetadataCache's image. All three
+are fenced by the controller epoch (STALE_CONTROLLER_EPOCH for an older controller) and run one
+at a time (Kafka's replicaStateChangeLock). Followers only record their state here: fetching from
+the leader and truncating by leader epoch are the replica fetcher's. A partition this broker
+does not host but the metadata cache knows is answered NOT_LEADER_OR_FOLLOWER (the client
+refreshes its metadata); one nobody knows, UNKNOWN_TOPIC_OR_PARTITION.
+
 All state here is owned by the event loop: mutated only by plain functions on the loop thread
 (STYLE #9). Blocking file work (fsync, log open/delete) runs in the default executor.
 """
@@ -14,8 +25,10 @@ All state here is owned by the event loop: mutated only by plain functions on th
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +41,8 @@ from broker.metadata_cache import MetadataCache
 from broker.purgatory import DelayedOperationPurgatory
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.primitives import ZERO_UUID
+from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
 from storage.errors import StorageError
 
@@ -39,6 +54,33 @@ log = structlog.get_logger("odradek.replica")
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
+
+
+# kafka.api.LeaderAndIsr: the epoch sentinels a StopReplica may carry
+EPOCH_DURING_DELETE = -2  # the topic is being deleted: stop whatever the current epoch
+NO_EPOCH = -1  # StopReplica v0-2 carry no leader epoch
+INITIAL_CONTROLLER_EPOCH = 0  # KafkaController.InitialControllerEpoch
+
+
+class StateChangeLogger:
+    """Kafka's broker-side StateChangeLogger: the "state.change.logger" logger with the
+    "[Broker id=N] " prefix, so the state-change log reads as a Kafka broker's."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.prefix = f"[Broker id={broker_id}] "
+        self.log = logging.getLogger("state.change.logger")
+
+    def message_with_prefix(self, message: str) -> str:
+        return self.prefix + message
+
+    def info(self, message: str) -> None:
+        self.log.info(self.prefix + message)
+
+    def warn(self, message: str) -> None:
+        self.log.warning(self.prefix + message)
+
+    def error(self, message: str) -> None:
+        self.log.error(self.prefix + message)
 
 
 _NO_LOG_START_OFFSET = frozenset({
@@ -153,7 +195,397 @@ class Partition:
         return False
 
 
-class ReplicaManager:
+# -- ZooKeeper mode: the controller's requests ----------------------------------------------------
+
+
+def leader_and_isr_partition_states(request: Any, version: int) -> Iterable[Any]:
+    """LeaderAndIsrRequest.partitionStates(): the ungrouped view, each with its topic name."""
+    if version < 2:
+        yield from request.ungrouped_partition_states
+        return
+    for topic in request.topic_states:
+        for state in topic.partition_states:
+            state.topic_name = topic.topic_name
+            yield state
+
+
+def stop_replica_partition_states(request: Any, version: int) -> dict[TopicPartition, tuple[bool, int]]:
+    """StopReplicaRequest.partitionStates(): (delete, leader epoch) per partition; before v3 the
+    request-wide delete flag and no epoch (NO_EPOCH)."""
+    if version < 1:
+        return {(p.topic_name, p.partition_index): (request.delete_partitions, NO_EPOCH)
+                for p in request.ungrouped_partitions}
+    if version < 3:
+        return {(t.name, i): (request.delete_partitions, NO_EPOCH) for t in request.topics for i in t.partition_indexes}
+    return {(t.topic_name, p.partition_index): (p.delete_partition, p.leader_epoch)
+            for t in request.topic_states for p in t.partition_states}
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return "[" + ",".join(str(i) for i in ids) + "]"
+
+
+def _kafka_uuid(topic_id: uuid.UUID | None) -> str:
+    from storage.checkpoints import kafka_uuid_str
+
+    return "None" if topic_id is None else kafka_uuid_str(topic_id)
+
+
+class _ZkReplicaState:
+    """Mixin of ReplicaManager: Kafka's ReplicaManager handling of the controller's requests."""
+
+    partitions: dict[TopicPartition, Partition]
+    offline: dict[TopicPartition, str]
+    broker_id: int
+    controller_epoch: int
+    state_change_logger: StateChangeLogger
+    topic_config_source: Callable[[str], Awaitable[dict[str, str]]] | None
+    _state_change_lock: asyncio.Lock
+    fetch_purgatory: DelayedOperationPurgatory[DelayedFetch]
+    produce_purgatory: DelayedOperationPurgatory[DelayedProduce]
+
+    if TYPE_CHECKING:
+        @property
+        def image(self) -> MetadataCache: ...
+
+        @property
+        def log_manager(self) -> Any: ...
+
+        def log_config_for(self, topic: TopicState) -> LogConfig: ...
+
+    async def maybe_update_metadata_cache(self, correlation_id: int, request: Any, version: int) -> list[TopicPartition]:
+        """UpdateMetadata: refused with STALE_CONTROLLER_EPOCH from an older controller, else the
+        new image; returns the partitions it deleted."""
+        async with self._state_change_lock:
+            if request.controller_epoch < self.controller_epoch:
+                message = (f"Received update metadata request with correlation id {correlation_id} from an old "
+                           f"controller {request.controller_id} with epoch {request.controller_epoch}. Latest known "
+                           f"controller epoch is {self.controller_epoch}")
+                self.state_change_logger.warn(message)
+                raise KafkaProtocolError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                                         self.state_change_logger.message_with_prefix(message))
+            deleted = self.image.update_metadata(correlation_id, request, version, self.broker_id)
+            self.controller_epoch = request.controller_epoch
+            return deleted
+
+    async def become_leader_or_follower(self, correlation_id: int, request: Any, version: int) -> dict[TopicPartition, int] | int:
+        """LeaderAndIsr: per partition NONE or the reason it was not applied, or one error
+        (STALE_CONTROLLER_EPOCH) for the whole request from an older controller.
+
+        Kafka's rules: a partition on a failed log dir is KAFKA_STORAGE_ERROR; a topic id other
+        than the one of the partition's log INCONSISTENT_TOPIC_ID; a leader epoch above the
+        current one is applied if this broker is among the replicas (else
+        UNKNOWN_TOPIC_OR_PARTITION), an older or equal one is STALE_CONTROLLER_EPOCH. Applied
+        states make this broker leader (the partition's leader is us) or follower."""
+        async with self._state_change_lock:
+            started = time.monotonic()
+            scl = self.state_change_logger
+            controller_id, controller_epoch = request.controller_id, request.controller_epoch
+            states = list(leader_and_isr_partition_states(request, version))
+            scl.info(f"Handling LeaderAndIsr request correlationId {correlation_id} from controller "
+                     f"{controller_id} for {len(states)} partitions")
+            if controller_epoch < self.controller_epoch:
+                scl.warn(f"Ignoring LeaderAndIsr request from controller {controller_id} with correlation id "
+                         f"{correlation_id} since its controller epoch {controller_epoch} is old. Latest known "
+                         f"controller epoch is {self.controller_epoch}")
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+            self.controller_epoch = controller_epoch
+            topic_ids = {t.topic_name: t.topic_id for t in request.topic_states
+                         if t.topic_id != ZERO_UUID} if version >= 5 else {}
+            unhosted = [(s.topic_name, s.partition_index) for s in states
+                        if (s.topic_name, s.partition_index) not in self.partitions]
+            on_disk = await asyncio.get_running_loop().run_in_executor(None, self._log_topic_ids, unhosted)
+            responses: dict[TopicPartition, int] = {}
+            leaders, followers = [], []
+            for st in states:
+                tp = (st.topic_name, st.partition_index)
+                if tp in self.offline:
+                    scl.warn(f"Ignoring LeaderAndIsr request from controller {controller_id} with correlation id "
+                             f"{correlation_id} epoch {controller_epoch} for partition {_tp(tp)} as the local "
+                             "replica for the partition is in an offline log directory")
+                    responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                existing = self.partitions.get(tp)
+                current_epoch = existing.leader_epoch if existing is not None else -1
+                request_id = topic_ids.get(st.topic_name)
+                log_id = existing.topic_id if existing is not None else on_disk.get(tp)
+                if request_id is not None and log_id is not None and log_id != request_id:
+                    scl.error(f"Topic ID in memory: {_kafka_uuid(log_id)} does not match the topic ID for "
+                              f"partition {_tp(tp)} received: {_kafka_uuid(request_id)}.")
+                    responses[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+                elif st.leader_epoch > current_epoch:
+                    if self.broker_id in st.replicas:
+                        (leaders if st.leader == self.broker_id else followers).append(st)
+                    else:
+                        scl.warn(f"Ignoring LeaderAndIsr request from controller {controller_id} with correlation "
+                                 f"id {correlation_id} epoch {controller_epoch} for partition {_tp(tp)} as itself is "
+                                 f"not in assigned replica list {','.join(map(str, st.replicas))}")
+                        responses[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif st.leader_epoch < current_epoch:
+                    scl.warn(f"Ignoring LeaderAndIsr request from controller {controller_id} with correlation id "
+                             f"{correlation_id} epoch {controller_epoch} for partition {_tp(tp)} since its "
+                             f"associated leader epoch {st.leader_epoch} is smaller than the current leader epoch "
+                             f"{current_epoch}")
+                    responses[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                else:
+                    scl.info(f"Ignoring LeaderAndIsr request from controller {controller_id} with correlation id "
+                             f"{correlation_id} epoch {controller_epoch} for partition {_tp(tp)} since its "
+                             f"associated leader epoch {st.leader_epoch} matches the current leader epoch")
+                    responses[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+            if leaders:
+                await self._make_leaders(leaders, topic_ids, on_disk, responses)
+            if followers:
+                await self._make_followers(request, correlation_id, followers, topic_ids, on_disk, responses)
+            scl.info(f"Finished LeaderAndIsr request in {int((time.monotonic() - started) * 1000)}ms correlationId "
+                     f"{correlation_id} from controller {controller_id} for {len(states)} partitions")
+            return responses
+
+    def _log_topic_ids(self, tps: list[TopicPartition]) -> dict[TopicPartition, uuid.UUID]:
+        """The topic id in `partition.metadata` of each loaded but unhosted log (a log left by an
+        earlier incarnation of the topic must not be taken over by a new one); blocking."""
+        out = {}
+        for tp in tps:
+            log_ = self.log_manager.get_log(*tp)
+            if log_ is None:
+                continue
+            try:
+                out[tp] = PartitionMetadataFile(PartitionMetadataFile.new_file(log_.dir)).read().topic_id
+            except (FileNotFoundError, CheckpointFormatError):
+                continue
+        return out
+
+    def _topic_id_for(self, name: str, topic_ids: dict[str, uuid.UUID], on_disk: dict[TopicPartition, uuid.UUID],
+                      tp: TopicPartition) -> uuid.UUID:
+        """The topic id a new log is written with: the request's (v5+), else its log's, else the
+        metadata cache's, else a new one (LeaderAndIsr before v5 carries none)."""
+        if name in topic_ids:
+            return topic_ids[name]
+        if tp in on_disk:
+            return on_disk[tp]
+        cached = self.image.topic(name)
+        return cached.topic_id if cached is not None and cached.topic_id != ZERO_UUID else uuid.uuid4()
+
+    async def _logs_for(self, states: list[Any], topic_ids: dict[str, uuid.UUID],
+                        on_disk: dict[TopicPartition, uuid.UUID], responses: dict[TopicPartition, int],
+                        ) -> dict[TopicPartition, tuple[Log, uuid.UUID]]:
+        """The log of each partition, created (with the topic's config overrides) when this
+        broker does not host it yet; a log that cannot be created marks its partition offline
+        (KAFKA_STORAGE_ERROR), as Kafka's markPartitionOffline."""
+        out: dict[TopicPartition, tuple[Log, uuid.UUID]] = {}
+        to_open: list[tuple[TopicPartition, uuid.UUID, LogConfig]] = []
+        configs: dict[str, LogConfig | None] = {}
+        for st in states:
+            tp = (st.topic_name, st.partition_index)
+            hosted = self.partitions.get(tp)
+            if hosted is not None:
+                out[tp] = (hosted.log, hosted.topic_id)
+                continue
+            if st.topic_name not in configs:
+                configs[st.topic_name] = await self._topic_log_config(st.topic_name)
+            config = configs[st.topic_name]
+            if config is None:  # ZooKeeper unreachable: Kafka skips the state change
+                continue
+            to_open.append((tp, self._topic_id_for(st.topic_name, topic_ids, on_disk, tp), config))
+        if to_open:
+            opened = await asyncio.get_running_loop().run_in_executor(None, self._open_partition_logs, to_open)
+            for (tp, topic_id, _), log_ in zip(to_open, opened, strict=True):
+                if isinstance(log_, Exception):
+                    self.state_change_logger.error(
+                        f"Skipped the state change for partition {_tp(tp)} since the replica for the partition "
+                        f"is offline due to storage error {log_}")
+                    self.offline[tp] = str(log_)
+                    responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                else:
+                    out[tp] = (log_, topic_id)
+        return out
+
+    async def _topic_log_config(self, topic: str) -> LogConfig | None:
+        overrides: dict[str, str] = {}
+        if self.topic_config_source is not None:
+            try:
+                overrides = await self.topic_config_source(topic)
+            except Exception as e:
+                self.state_change_logger.error(f"Reading the configs of topic {topic} failed, skipping the state "
+                                               f"change of its partitions: {e}")
+                return None
+        return self.log_config_for(TopicState(topic, ZERO_UUID, {}, overrides))
+
+    def _open_partition_logs(self, todo: list[tuple[TopicPartition, uuid.UUID, LogConfig]]) -> list[Log | Exception]:
+        opened: list[Log | Exception] = []
+        for (topic, partition), topic_id, config in todo:
+            try:
+                opened.append(self.log_manager.get_or_create_log(topic, partition, config, topic_id))
+            except (OSError, StorageError) as e:
+                opened.append(e)
+        return opened
+
+    def _host(self, tp: TopicPartition, topic_id: uuid.UUID, state: PartitionState, log_: Log) -> tuple[Partition, int | None, int]:
+        """Set the hosted partition's state (hosting it first); its previous leader and epoch."""
+        p = self.partitions.get(tp)
+        if p is None:
+            self.offline.pop(tp, None)
+            p = self.partitions[tp] = Partition(TopicState(tp[0], topic_id, {}), state, log_, self.broker_id)
+            return p, None, -1
+        previous = (p.state.leader if p.state.leader >= 0 else None, p.leader_epoch)
+        p.state = state
+        return p, previous[0], previous[1]
+
+    async def _make_leaders(self, states: list[Any], topic_ids: dict[str, uuid.UUID],
+                            on_disk: dict[TopicPartition, uuid.UUID], responses: dict[TopicPartition, int]) -> None:
+        """Kafka's makeLeaders / Partition.makeLeader."""
+        scl = self.state_change_logger
+        for st in states:
+            responses[(st.topic_name, st.partition_index)] = ErrorCode.NONE
+        logs = await self._logs_for(states, topic_ids, on_disk, responses)
+        for st in states:
+            tp = (st.topic_name, st.partition_index)
+            if tp not in logs:
+                continue
+            log_, topic_id = logs[tp]
+            hosted = self.partitions.get(tp)
+            if hosted is not None and st.partition_epoch < hosted.state.partition_epoch:
+                scl.info(f"Skipped the become-leader state change for {_tp(tp)} with topic id {_kafka_uuid(topic_id)} "
+                         f"and partition state {_describe(st)} since the leader is already at a newer partition "
+                         f"epoch {hosted.state.partition_epoch}.")
+                continue
+            state = PartitionState(st.partition_index, list(st.replicas), self.broker_id, st.leader_epoch,
+                                   list(st.isr), st.partition_epoch)
+            p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            scl.info(f"Leader {_tp(tp)} with topic id {_kafka_uuid(topic_id)} starts at leader epoch "
+                     f"{st.leader_epoch} from offset {log_.log_end_offset} with partition epoch {st.partition_epoch}, "
+                     f"high watermark {log_.high_watermark}, ISR {_ids(st.isr)}, adding replicas "
+                     f"{_ids(getattr(st, 'adding_replicas', []))} and removing replicas "
+                     f"{_ids(getattr(st, 'removing_replicas', []))}. Previous leader {_opt(prev_leader)} and previous "
+                     f"leader epoch was {prev_epoch}.")
+            if p.maybe_increment_high_watermark():
+                self.fetch_purgatory.check_and_complete(tp)
+
+    async def _make_followers(self, request: Any, correlation_id: int, states: list[Any], topic_ids: dict[str, uuid.UUID],
+                              on_disk: dict[TopicPartition, uuid.UUID], responses: dict[TopicPartition, int]) -> None:
+        """Kafka's makeFollowers / Partition.makeFollower: the follower records the leader, its
+        epoch and the partition epoch (a follower keeps no ISR) and stops serving as leader;
+        parked produce and fetch requests for the partition complete (NOT_LEADER_OR_FOLLOWER).
+        No truncation here: the replica fetcher truncates by leader epoch."""
+        scl = self.state_change_logger
+        for st in states:
+            responses[(st.topic_name, st.partition_index)] = ErrorCode.NONE
+        logs = await self._logs_for(states, topic_ids, on_disk, responses)
+        for st in states:
+            tp = (st.topic_name, st.partition_index)
+            if tp not in logs:
+                continue
+            log_, topic_id = logs[tp]
+            hosted = self.partitions.get(tp)
+            if st.leader not in self.image.brokers:
+                scl.error(f"Received LeaderAndIsrRequest with correlation id {correlation_id} from controller "
+                          f"{request.controller_id} epoch {request.controller_epoch} for partition {_tp(tp)} (last "
+                          f"update controller epoch {st.controller_epoch}) but cannot become follower since the new "
+                          f"leader {st.leader} is unavailable.")
+                if hosted is None:  # the log exists now (its high watermark is checkpointed): host it leaderless
+                    self._host(tp, topic_id, PartitionState(st.partition_index, list(st.replicas), -1, -1, [], -1), log_)
+                continue
+            if hosted is not None and st.partition_epoch < hosted.state.partition_epoch:
+                scl.info(f"Skipped the become-follower state change for {_tp(tp)} with topic id "
+                         f"{_kafka_uuid(topic_id)} and partition state {_describe(st)} since the follower is already "
+                         f"at a newer partition epoch {hosted.state.partition_epoch}.")
+                continue
+            state = PartitionState(st.partition_index, list(st.replicas), st.leader, st.leader_epoch, [], st.partition_epoch)
+            _, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            scl.info(f"Follower {_tp(tp)} starts at leader epoch {st.leader_epoch} from offset {log_.log_end_offset} "
+                     f"with partition epoch {st.partition_epoch} and high watermark {log_.high_watermark}. Current "
+                     f"leader is {st.leader}. Previous leader {_opt(prev_leader)} and previous leader epoch was "
+                     f"{prev_epoch}.")
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+
+    async def stop_replicas(self, correlation_id: int, request: Any, version: int) -> tuple[dict[TopicPartition, int], int]:
+        """StopReplica (Kafka's stopReplicas): per partition NONE or why not, and the request's
+        error (STALE_CONTROLLER_EPOCH from an older controller, nothing done). A hosted partition
+        stops unless the request's leader epoch is older than its own (FENCED_LEADER_EPOCH);
+        EPOCH_DURING_DELETE and NO_EPOCH always stop. With delete, the partition is no longer
+        hosted and its log is deleted (an unhosted log on disk too: a topic deleted while the
+        broker was down)."""
+        async with self._state_change_lock:
+            scl = self.state_change_logger
+            controller_id, controller_epoch = request.controller_id, request.controller_epoch
+            states = stop_replica_partition_states(request, version)
+            scl.info(f"Handling StopReplica request correlationId {correlation_id} from controller {controller_id} "
+                     f"for {len(states)} partitions")
+            if controller_epoch < self.controller_epoch:
+                scl.warn(f"Ignoring StopReplica request from controller {controller_id} with correlation id "
+                         f"{correlation_id} since its controller epoch {controller_epoch} is old. Latest known "
+                         f"controller epoch is {self.controller_epoch}")
+                return {}, ErrorCode.STALE_CONTROLLER_EPOCH
+            self.controller_epoch = controller_epoch
+            responses: dict[TopicPartition, int] = {}
+            stopped: list[tuple[TopicPartition, bool]] = []
+            for tp, (delete, epoch) in states.items():
+                hosted = self.partitions.get(tp)
+                if tp in self.offline:
+                    scl.warn(f"Ignoring StopReplica request (delete={_bool(delete)}) from controller {controller_id} "
+                             f"with correlation id {correlation_id} epoch {controller_epoch} for partition {_tp(tp)} "
+                             "as the local replica for the partition is in an offline log directory")
+                    responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                elif hosted is None or epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch >= hosted.leader_epoch:
+                    stopped.append((tp, delete))
+                    responses[tp] = ErrorCode.NONE
+                else:
+                    scl.warn(f"Ignoring StopReplica request (delete={_bool(delete)}) from controller {controller_id} "
+                             f"with correlation id {correlation_id} epoch {controller_epoch} for partition {_tp(tp)} "
+                             f"since its associated leader epoch {epoch} is smaller than the current leader epoch "
+                             f"{hosted.leader_epoch}")
+                    responses[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            doomed = []
+            for tp, delete in stopped:
+                if delete:
+                    self.partitions.pop(tp, None)
+                    doomed.append(tp)
+                # requests parked on a partition we may have led complete now (not after a timeout)
+                self.produce_purgatory.check_and_complete(tp)
+                self.fetch_purgatory.check_and_complete(tp)
+            if doomed:
+                failures = await asyncio.get_running_loop().run_in_executor(None, self._delete_logs, doomed)
+                for tp, e in failures.items():
+                    scl.error(f"Ignoring StopReplica request (delete=true) from controller {controller_id} with "
+                              f"correlation id {correlation_id} epoch {controller_epoch} for partition {_tp(tp)} due "
+                              f"to an unexpected {type(e).__name__} exception: {e}")
+                    responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            return responses, ErrorCode.NONE
+
+    def _delete_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, Exception]:
+        failures: dict[TopicPartition, Exception] = {}
+        for tp in tps:
+            try:
+                self.log_manager.async_delete(*tp)
+            except (OSError, StorageError) as e:
+                failures[tp] = e
+        return failures
+
+
+def _tp(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _opt(value: int | None) -> str:
+    return "None" if value is None else f"Some({value})"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _describe(st: Any) -> str:
+    """A LeaderAndIsrPartitionState as Kafka's toString prints it."""
+    return (f"LeaderAndIsrPartitionState(topicName='{st.topic_name}', partitionIndex={st.partition_index}, "
+            f"controllerEpoch={st.controller_epoch}, leader={st.leader}, leaderEpoch={st.leader_epoch}, "
+            f"isr={_ids(st.isr)}, partitionEpoch={st.partition_epoch}, replicas={_ids(st.replicas)}, "
+            f"addingReplicas={_ids(getattr(st, 'adding_replicas', []))}, "
+            f"removingReplicas={_ids(getattr(st, 'removing_replicas', []))}, isNew={_bool(getattr(st, 'is_new', False))}, "
+            f"leaderRecoveryState={getattr(st, 'leader_recovery_state', 0)})")
+
+
+
+class ReplicaManager(_ZkReplicaState):
     """Creates, looks up and removes partitions; owns the produce/fetch purgatories."""
 
     def __init__(self, server: BrokerServer) -> None:
@@ -174,6 +606,14 @@ class ReplicaManager:
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
         self._jobs_lock = asyncio.Lock()  # metadata jobs (log creation/deletion) run one at a time
         self._jobs: set[asyncio.Future[None]] = set()
+        # ZooKeeper mode: the epoch of the controller that last changed our state, and the lock
+        # the controller's requests take one at a time (Kafka's replicaStateChangeLock)
+        self.controller_epoch = INITIAL_CONTROLLER_EPOCH
+        self._state_change_lock = asyncio.Lock()
+        self.state_change_logger = StateChangeLogger(self.broker_id)
+        # ZooKeeper mode: reads a topic's config overrides (/config/topics/<t>) for the logs
+        # LeaderAndIsr creates (Kafka's ZkConfigRepository); set by the server
+        self.topic_config_source: Callable[[str], Awaitable[dict[str, str]]] | None = None
 
     @property
     def log_manager(self) -> Any:
@@ -308,10 +748,15 @@ class ReplicaManager:
         if p is None:
             error = self.offline.get((topic, partition)) if self.offline else None
             if error is not None:
-                self._reopen(topic)
+                if not self.server.zk_mode:  # in a cluster the controller re-sends LeaderAndIsr
+                    self._reopen(topic)
                 raise KafkaProtocolError(
                     ErrorCode.KAFKA_STORAGE_ERROR, f"The log of {topic}-{partition} could not be opened: {error}"
                 )
+            if self.server.zk_mode and self.image.partition(topic, partition) is not None:
+                # Kafka's getPartitionOrError: the partition exists but is not hosted here, so the
+                # client must refresh its metadata to find it
+                raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return p
 
@@ -395,4 +840,3 @@ class ReplicaManager:
         op = DelayedFetch(max_wait_ms, reader, enough)
         self.fetch_purgatory.try_complete_else_watch(op, keys)
         return await op.future
-

@@ -11,6 +11,16 @@ starts accepting, so no client sees a half-loaded broker. A start that cannot su
 unusable or locked log dir, node id mismatch) raises `StartupError`: `run()` logs it as one line
 and returns exit code 1.
 
+ZooKeeper mode (`zookeeper.connect` set) starts as Kafka 3.9's KafkaServer does: connect to
+ZooKeeper (bounded by `zookeeper.connection.timeout.ms`) and create Kafka's persistent paths, take
+the cluster id from /cluster/id (or write a new one), refuse a log dir whose meta.properties names
+another cluster ("Invalid cluster.id in: ..."), load the logs and write the cluster id into
+meta.properties, start the ReplicaManager (which hosts nothing until the controller's LeaderAndIsr
+says so) and the GroupCoordinator with an empty MetadataCache (filled by UpdateMetadata), then
+register `/brokers/ids/<id>` -- its czxid is the broker epoch that fences controller requests --
+and only then accept connections. A new session after an expiry registers again
+(controller.zk.broker_registration).
+
 Shutdown runs in the reverse order: stop accepting, let in-flight requests finish (bounded), close
 connections, await the listeners' closing, then flush and checkpoint every log and write the
 clean-shutdown marker. A second SIGTERM/SIGINT during shutdown kills the process at once (the
@@ -32,15 +42,23 @@ import structlog
 
 from broker import loop_audit
 from broker.apis.registry import load_all
-from broker.config import KafkaConfig
+from broker.config import KafkaConfig, security_protocols
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from controller.image import BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedController
+from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
+from controller.zk.client import ZooKeeperClientError
 from protocol.errors import KafkaProtocolError
-from storage.checkpoints import kafka_uuid_str
+from storage.checkpoints import (
+    CheckpointFormatError,
+    MetaProperties,
+    kafka_uuid_str,
+    read_meta_properties,
+    write_meta_properties,
+)
 from storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from storage.cleaner.manager import LogCleanerManager
 from storage.log_manager import LogDirError, LogManager, LogsOnDisk
@@ -69,31 +87,38 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.log_cleaner: LogCleaner | None = None
+        self.zk_registration: ZkBrokerRegistration | None = None
+        self._zk_closed = False
         self.metadata_cache: MetadataCache = MetadataCache(MetadataImage(cluster_id="", controller_id=-1))
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
         self.stopping_callbacks: list[Any] = []  # run when shutdown begins
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    @property
+    def zk_mode(self) -> bool:
+        """ZooKeeper mode (`zookeeper.connect` set): a broker of a cluster, told by the elected
+        controller what to host; otherwise the single node is its own controller."""
+        return bool(self.config["zookeeper.connect"])
+
+    @property
+    def broker_epoch(self) -> int:
+        """The czxid of this broker's current ZooKeeper registration (-1: single node, or not
+        registered yet): controller requests carrying an older one are refused."""
+        return self.zk_registration.broker_epoch if self.zk_registration is not None else -1
+
     async def start_components(self) -> None:
         """Everything but the listeners: logs, metadata, ReplicaManager, GroupCoordinator (which
         reloads `__consumer_offsets`). Unit tests drive a broker this far without sockets."""
         load_all()
+        if self.zk_mode:
+            await self._start_zk_components()
+            return
         cfg = self.config
-        if cfg["zookeeper.connect"]:
-            raise StartupError("zookeeper.connect is set, but the ZooKeeper-backed controller is not available yet")
         adv = cfg.advertised_listeners[0]
         host = adv.host or socket.getfqdn()
         loop = asyncio.get_running_loop()
-        try:
-            self.log_manager = await loop.run_in_executor(None, self._open_log_manager)
-        except (LogDirError, OSError) as e:
-            hint = ""
-            if isinstance(e, OSError) and e.errno == errno.EMFILE:
-                soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-                hint = (f" (loading the logs needs about one open file per partition; the limit is "
-                        f"{soft}, hard {hard}: raise it with ulimit -n and start again)")
-            raise StartupError(f"{e}{hint}") from e
+        self.log_manager = await self._load_logs()
         self.controller = EmbeddedController(
             cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
@@ -107,6 +132,97 @@ class BrokerServer:
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()  # loads __consumer_offsets before clients connect
+
+    async def _load_logs(self) -> LogManager:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, self._open_log_manager)
+        except (LogDirError, OSError) as e:
+            hint = ""
+            if isinstance(e, OSError) and e.errno == errno.EMFILE:
+                soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                hint = (f" (loading the logs needs about one open file per partition; the limit is "
+                        f"{soft}, hard {hard}: raise it with ulimit -n and start again)")
+            raise StartupError(f"{e}{hint}") from e
+
+    async def _start_zk_components(self) -> None:
+        """ZooKeeper mode, KafkaServer.startup's order: ZooKeeper session and persistent paths,
+        cluster id, meta.properties checked against it (before any log is loaded), logs, the
+        ReplicaManager and GroupCoordinator on an empty MetadataCache. Registration follows in
+        `startup`, once the listeners are bound (a port 0 listener registers its real port)."""
+        cfg = self.config
+        try:
+            self.zk_registration = await ZkBrokerRegistration.connect(
+                cfg["zookeeper.connect"], cfg.broker_id,
+                session_timeout_ms=cfg["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=cfg["zookeeper.connection.timeout.ms"])
+            cluster_id = await self.zk_registration.get_or_generate_cluster_id()
+        except ZooKeeperClientError as e:
+            raise StartupError(f"{e} (zookeeper.connect={cfg['zookeeper.connect']})") from e
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._check_stored_cluster_id, cluster_id)
+        self.log_manager = await self._load_logs()
+        await loop.run_in_executor(None, self._store_cluster_id, cluster_id)
+        self.metadata_cache = MetadataCache(MetadataImage(cluster_id=cluster_id, controller_id=-1))
+        self.log_cleaner = self._make_log_cleaner(self.log_manager)
+        self.replica_manager = ReplicaManager(self)
+        kafka_zk = self.zk_registration.kafka_zk  # the logs LeaderAndIsr creates take /config/topics/<t>
+        self.replica_manager.topic_config_source = lambda topic: kafka_zk.get_entity_configs("topics", topic)
+        await self.replica_manager.startup()
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.startup()
+
+    def _check_stored_cluster_id(self, cluster_id: str) -> None:
+        """Kafka's MetaPropertiesEnsemble.verify: a log dir that belonged to another cluster
+        refuses the start, before anything in it is touched."""
+        for d in self.config.log_dirs:
+            path = d / "meta.properties"
+            try:
+                stored = read_meta_properties(path).cluster_id
+            except FileNotFoundError:
+                continue
+            except (CheckpointFormatError, OSError) as e:
+                raise StartupError(str(e)) from e
+            if stored is not None and stored != cluster_id:
+                raise StartupError(f"Invalid cluster.id in: {path}. Expected {cluster_id}, but read {stored}")
+
+    def _store_cluster_id(self, cluster_id: str) -> None:
+        """Write the cluster id into every meta.properties without one (a ZooKeeper-mode Kafka
+        writes version 0 with broker.id and cluster.id)."""
+        for d in self.config.log_dirs:
+            path = d / "meta.properties"
+            meta = read_meta_properties(path)
+            if meta.cluster_id is None:
+                write_meta_properties(path, MetaProperties(version=meta.version, cluster_id=cluster_id,
+                                                           node_id=meta.node_id, directory_id=meta.directory_id))
+
+    async def _register_in_zookeeper(self) -> None:
+        """/brokers/ids/<id> with the advertised endpoints (after the listeners are bound, so a
+        port 0 listener registers the port it got); the czxid becomes the broker epoch."""
+        assert self.zk_registration is not None
+        cfg = self.config
+        ports = {lst.name: srv.sockets[0].getsockname()[1] for lst, srv in zip(cfg.listeners, self.servers, strict=True)}
+        endpoints = advertised_endpoints(
+            [(a.name, a.host, a.port) for a in cfg.advertised_listeners],
+            security_protocols(cfg.originals.get("listener.security.protocol.map")),
+            lambda name: ports.get(name, 0))
+        info = self.zk_registration.make_broker_info(endpoints, cfg["broker.rack"])
+        try:
+            await self.zk_registration.check_endpoints_free(info)
+            await self.zk_registration.register()
+        except ValueError as e:
+            raise StartupError(str(e)) from e
+        except ZooKeeperClientError as e:
+            raise StartupError(f"Registering broker {cfg.broker_id} in ZooKeeper failed: {e}") from e
+
+    async def _close_zookeeper(self) -> None:
+        """End the ZooKeeper session once (the registration goes with it)."""
+        if self.zk_registration is not None and not self._zk_closed:
+            self._zk_closed = True
+            try:
+                await self.zk_registration.close()
+            except Exception:
+                log.exception("closing the ZooKeeper session failed")
 
     async def bind_listeners(self) -> None:
         """Bind every listener without accepting (connections are refused until
@@ -142,8 +258,11 @@ class BrokerServer:
         await self.bind_listeners()
         try:
             await self.start_components()
+            if self.zk_registration is not None:
+                await self._register_in_zookeeper()
         except BaseException:
             await self._close_listeners()
+            await self._close_zookeeper()
             raise
         cfg = self.config
         for listener, server in zip(cfg.listeners, self.servers, strict=True):
@@ -168,6 +287,7 @@ class BrokerServer:
             cluster_id=self.metadata_cache.cluster_id,
             log_dirs=[str(d) for d in cfg.log_dirs],
             topics=len(self.metadata_cache.topics),
+            **({"zookeeper": cfg["zookeeper.connect"], "broker_epoch": self.broker_epoch} if self.zk_mode else {}),
         )
 
     def _open_log_manager(self) -> LogManager:
@@ -266,9 +386,11 @@ class BrokerServer:
             await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
         if self.log_manager is not None:
             clean = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+            await self._close_zookeeper()  # as Kafka: the registration goes after the logs are closed
             if not clean:  # e.g. a full disk: LogManager logged each step it could not do
                 log.warning("shut down, but not cleanly: the next start recovers the logs")
                 return
+        await self._close_zookeeper()
         log.info("shut down cleanly")
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:

@@ -20,6 +20,7 @@ from protocol.errors import ErrorCode, KafkaProtocolError
 __all__ = [
     "INTERNAL_TOPICS",
     "MAX_NAME_LENGTH",
+    "BrokerEndpoint",
     "BrokerInfo",
     "Listener",
     "MetadataImage",
@@ -60,6 +61,8 @@ class PartitionState:
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
     partition_epoch: int = 0
+    # replicas on a failed log dir of a live broker (UpdateMetadata v4+); Metadata lists them
+    offline_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -75,12 +78,36 @@ class TopicState:
 
 
 @dataclass(frozen=True)
+class BrokerEndpoint:
+    """One listener of a broker as the cluster knows it (Kafka's UpdateMetadataEndpoint)."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker. `host`/`port`/`listener` are its first endpoint; `endpoints` lists every
+    listener it registered (a cluster's brokers may have several: clients are answered with
+    the endpoint of the listener they connected to). A single node leaves `endpoints` empty."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     listener: str = "PLAINTEXT"
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the broker's listener named `listener`, None if it has none."""
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e.host, e.port
+        if listener == self.listener:
+            return self.host, self.port
+        return None
 
 
 @dataclass

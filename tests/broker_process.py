@@ -116,12 +116,19 @@ class BrokerProcess(LoggedProcess):
     what = "broker"
 
     def __init__(
-        self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None
+        self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None,
+        *, zookeeper_connect: str | None = None, broker_id: int | None = None,
     ) -> None:
+        """`zookeeper_connect` starts a ZooKeeper-mode broker of that cluster (with `broker_id`);
+        without it, a single node."""
         super().__init__()
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
         self.overrides = list(overrides)
+        if zookeeper_connect is not None:
+            self.overrides.append(f"zookeeper.connect={zookeeper_connect}")
+        if broker_id is not None:
+            self.overrides.append(f"broker.id={broker_id}")
         self.env = dict(env or {})  # extra environment variables of the broker process
 
     @property

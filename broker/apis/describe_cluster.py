@@ -11,6 +11,7 @@ from __future__ import annotations
 from broker.apis.registry import api
 from broker.authorized_operations import CLUSTER_OPERATIONS, if_requested
 from broker.context import RequestContext
+from controller.image import MetadataImage
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from protocol.messages.describe_cluster_response import DescribeClusterBroker
@@ -47,8 +48,16 @@ async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeCl
         controller_id=image.controller_id,
         cluster_authorized_operations=if_requested(
             req.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
-        brokers=[
-            DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-        ],
+        brokers=_brokers(ctx, image),
     )
+
+
+def _brokers(ctx: RequestContext, image: MetadataImage) -> list[DescribeClusterBroker]:
+    """The live brokers; in ZooKeeper mode each with its endpoint on the listener the client
+    connected to, brokers without one left out (Kafka's getAliveBrokerNodes(listenerName))."""
+    ordered = sorted(image.brokers.values(), key=lambda b: b.broker_id)
+    if not ctx.server.zk_mode:
+        return [DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack) for b in ordered]
+    listener = ctx.connection.listener.name
+    return [DescribeClusterBroker(broker_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
+            for b in ordered if (ep := b.endpoint(listener)) is not None]

@@ -10,6 +10,13 @@
 * Authorized operations (KIP-430), when asked for: every operation of the resource type, as Kafka
   answers without an authorizer (broker/authorized_operations.py); topics in v8+ (errored ones
   too, as Kafka), the cluster in v8-10 only (v11 moved it to DescribeCluster).
+* ZooKeeper mode answers from the MetadataCache the controller's UpdateMetadata fills, as Kafka's
+  ZkMetadataCache.getTopicMetadata: the live brokers with an endpoint on the listener the client
+  connected to; per partition the leader, leader epoch, replicas, ISR and offline replicas, and
+  LEADER_NOT_AVAILABLE with leader -1 when the leader is not a live broker (an election is under
+  way), LISTENER_NOT_FOUND (v6+) when it is live but lacks the client's listener; v0 lists only
+  live replicas and ISR members (REPLICA_NOT_AVAILABLE when some are missing); the controller id
+  is the elected controller's. Topics are not auto-created without a controller to create them.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from broker.apis.registry import api
 from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, if_requested
 from broker.context import RequestContext
 from broker.partition_limits import check_broker_partitions, open_files
-from controller.image import INTERNAL_TOPICS, TopicState
+from controller.image import INTERNAL_TOPICS, MetadataImage, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import MetadataRequest, MetadataResponse
 from protocol.messages.metadata_response import (
@@ -50,6 +57,35 @@ def topic_response(topic: TopicState) -> MetadataResponseTopic:
     )
 
 
+def zk_topic_response(topic: TopicState, image: MetadataImage, listener: str, version: int) -> MetadataResponseTopic:
+    """ZkMetadataCache.getPartitionMetadata for one topic (see the module docstring)."""
+    brokers = image.brokers
+    filter_unavailable = version == 0  # errorUnavailableEndpoints
+
+    def alive(broker_id: int) -> bool:
+        b = brokers.get(broker_id)
+        return b is not None and b.endpoint(listener) is not None
+
+    partitions = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
+        replicas = [r for r in p.replicas if alive(r)] if filter_unavailable else list(p.replicas)
+        isr = [r for r in p.isr if alive(r)] if filter_unavailable else list(p.isr)
+        leader = brokers.get(p.leader)
+        if leader is None or leader.endpoint(listener) is None:
+            # v6+ tell a live leader without the client's listener apart (errorUnavailableListeners)
+            code = (ErrorCode.LISTENER_NOT_FOUND if leader is not None and version >= 6
+                    else ErrorCode.LEADER_NOT_AVAILABLE)
+            leader_id = -1
+        else:
+            code = ErrorCode.REPLICA_NOT_AVAILABLE if len(replicas) < len(p.replicas) or len(isr) < len(p.isr) else 0
+            leader_id = p.leader
+        partitions.append(MetadataResponsePartition(
+            error_code=code, partition_index=p.partition, leader_id=leader_id, leader_epoch=p.leader_epoch,
+            replica_nodes=replicas, isr_nodes=isr, offline_replicas=list(p.offline_replicas)))
+    return MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
+                                 is_internal=topic.is_internal, partitions=partitions)
+
+
 def error_topic(name: str | None, code: int, topic_id=ZERO_UUID) -> MetadataResponseTopic:
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False)
 
@@ -61,11 +97,14 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     image = server.metadata_cache.image
     cfg = server.config
     v = ctx.version
-    allow_auto = cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
+    allow_auto = (cfg["auto.create.topics.enable"] and (req.allow_auto_topic_creation or v < 4)
+                  and controller is not None)
+    listener = ctx.connection.listener.name
+    render = (lambda t: zk_topic_response(t, image, listener, v)) if server.zk_mode else topic_response
 
     auto_created: list[MetadataResponseTopic] = []
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [topic_response(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+        topics = [render(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
     else:
         topics = []
         for wanted in req.topics:
@@ -73,7 +112,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if name is None:
                 t = image.topic_by_id(wanted.topic_id)
                 topics.append(
-                    topic_response(t) if t else error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
+                    render(t) if t else error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
                 )
                 continue
             t = image.topics.get(name)
@@ -100,7 +139,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                     code = e.code
                 topics.append(error_topic(name, code))
             else:
-                topics.append(topic_response(t))
+                topics.append(render(t))
                 if created:
                     auto_created.append(topics[-1])
 
@@ -111,10 +150,17 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     if auto_created and await ctx.committed(auto_created):
         for t in auto_created:  # KAFKA_STORAGE_ERROR (retriable): the client asks again
             t.partitions = []
-    brokers = [
-        MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-    ]
+    if server.zk_mode:  # getAliveBrokerNodes(listenerName): the endpoint the client can use
+        brokers = [
+            MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
+            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+            if (ep := b.endpoint(listener)) is not None
+        ]
+    else:
+        brokers = [
+            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        ]
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,

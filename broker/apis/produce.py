@@ -21,6 +21,11 @@
   records too, with a generic error naming the invalid ones; they are not retried).
 * acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
   purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
+* ZooKeeper mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, and v10+
+  (KIP-951) also name the current leader and its epoch in current_leader and the leader's
+  endpoint on the client's listener in node_endpoints (Kafka's getCurrentLeader: this broker's
+  view of the partition if it hosts it, else the metadata cache's), so the client can go there
+  without a Metadata round trip.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ProduceRequest, ProduceResponse
 from protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     TopicProduceResponse,
 )
@@ -154,10 +161,15 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
     if req.acks == 0:
         return None
     responses = []
+    endpoints: dict[int, NodeEndpoint] = {}
+    kip_951 = ctx.version >= 10 and ctx.server.zk_mode
     for t in req.topic_data:
         parts = []
         for p in t.partition_data:
             r = results[(t.name, p.index)]
+            leader = LeaderIdAndEpoch()
+            if kip_951 and r.error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                leader = current_leader(ctx, (t.name, p.index), endpoints)
             parts.append(
                 PartitionProduceResponse(
                     index=p.index,
@@ -172,7 +184,27 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                     if r.record_errors
                     else [],
                     error_message=r.message if r.error else None,
+                    current_leader=leader,
                 )
             )
         responses.append(TopicProduceResponse(name=t.name, partition_responses=parts))
-    return ProduceResponse(throttle_time_ms=0, responses=responses)
+    return ProduceResponse(throttle_time_ms=0, responses=responses, node_endpoints=list(endpoints.values()))
+
+
+def current_leader(ctx: RequestContext, tp: tuple[str, int], endpoints: dict[int, NodeEndpoint]) -> LeaderIdAndEpoch:
+    """Kafka's KafkaApis.getCurrentLeader: (leader, epoch) from the hosted partition, else the
+    metadata cache, else (-1, -1); the leader's endpoint on the client's listener, when it is a
+    live broker, goes into `endpoints`."""
+    hosted = ctx.server.replica_manager.partitions.get(tp)
+    cached = ctx.server.metadata_cache.partition(*tp)
+    if hosted is not None:
+        leader_id, epoch = hosted.state.leader, hosted.leader_epoch
+    elif cached is not None:
+        leader_id, epoch = cached.leader, cached.leader_epoch
+    else:
+        leader_id, epoch = -1, -1
+    broker = ctx.server.metadata_cache.brokers.get(leader_id)
+    ep = broker.endpoint(ctx.connection.listener.name) if broker is not None else None
+    if ep is not None:
+        endpoints[leader_id] = NodeEndpoint(node_id=leader_id, host=ep[0], port=ep[1], rack=broker.rack)
+    return LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch)

@@ -26,6 +26,9 @@ class ApiHandler:
     min_version: int
     max_version: int
     handle: Handler
+    # only a ZooKeeper-mode broker serves (and advertises) it: the controller-to-broker requests,
+    # whose Kafka specs list only the "zkBroker" listener
+    zk_only: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -34,21 +37,24 @@ class ApiHandler:
 REGISTRY: dict[int, ApiHandler] = {}
 
 
-def api(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
-    """Register the decorated coroutine as the handler of `api_key` for the version range."""
+def api(api_key: int, min_version: int, max_version: int, *, zk_only: bool = False) -> Callable[[Handler], Handler]:
+    """Register the decorated coroutine as the handler of `api_key` for the version range;
+    `zk_only`: served and advertised by a ZooKeeper-mode broker only."""
 
     def register(fn: Handler) -> Handler:
         if api_key in REGISTRY:
             raise RuntimeError(f"api key {api_key} registered twice")
-        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn)
+        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn, zk_only)
         return fn
 
     return register
 
 
-def advertised() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for ApiVersions, sorted by key."""
-    return sorted((h.api_key, h.min_version, h.max_version) for h in REGISTRY.values())
+def advertised(zk_mode: bool = False) -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for ApiVersions, sorted by key: a single node leaves out the
+    ZooKeeper-mode-only keys."""
+    return sorted((h.api_key, h.min_version, h.max_version) for h in REGISTRY.values()
+                  if zk_mode or not h.zk_only)
 
 
 def load_all() -> dict[int, ApiHandler]:

@@ -227,7 +227,8 @@ class GroupCoordinator:
         self.heartbeat_purgatory.start()
         self.rebalance_purgatory.start()
         await self.load()
-        self.server.controller.add_listener(self.on_metadata_change)
+        if self.server.controller is not None:  # ZooKeeper mode: none until one is wired in
+            self.server.controller.add_listener(self.on_metadata_change)
         self.server._spawn(self._expire_periodically())
 
     async def _expire_periodically(self) -> None:
@@ -340,6 +341,8 @@ class GroupCoordinator:
         if self._topic is not None:
             return True
         controller = self.server.controller
+        if controller is None:  # ZooKeeper mode without a controller to create it with
+            return False
         rf = min(self.replication_factor, len(self.server.metadata_cache.brokers))
         try:
             controller.create_topic(

@@ -46,7 +46,13 @@ from controller.channel import (
     ControllerChannelManager,
     IllegalStateError,
 )
-from controller.election import LeaderAndIsr, LeaderRecoveryState
+from controller.election import (
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderRecoveryState,
+    PartitionLeaderElectionStrategy,
+    preferred_replica_partition_leader_election,
+)
 from controller.state_machines import PartitionState, ReplicaState, StateChangeLogger
 from controller.topic_partition import PartitionAndReplica, TopicPartition
 from controller.zk import data as zd
@@ -66,6 +72,7 @@ from controller.zk.data import (
 )
 from controller.zk.event_manager import (
     AlterPartitionReceived,
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
     ControlledShutdown,
@@ -77,6 +84,7 @@ from controller.zk.event_manager import (
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
+    ReplicaLeaderElection,
     Startup,
     TopicChange,
     TopicDeletion,
@@ -87,6 +95,9 @@ from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from controller.zk.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
     OFFLINE_CLEAN,
+    PREFERRED,
+    ElectionStrategy,
+    StateChangeFailedError,
     ZkPartitionStateMachine,
 )
 from controller.zk.replica_state_machine import ZkReplicaStateMachine
@@ -107,6 +118,10 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_STATE_CHANGE_HANDLER = "controller-state-change-handler"  # StateChangeHandlers.ControllerHandler
 UNKNOWN_BROKER_EPOCH = -1  # AbstractControlRequest.UNKNOWN_BROKER_EPOCH
+# ElectionTrigger
+ADMIN_CLIENT_TRIGGERED = "AdminClientTriggered"
+AUTO_TRIGGERED = "AutoTriggered"
+ZK_TRIGGERED = "ZkTriggered"
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,11 @@ class KafkaControllerConfig:
     delete_topic_enable: bool = True  # delete.topic.enable
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable (broker default)
     request_timeout_ms: int = 30_000  # request.timeout.ms of the controller channel
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
+    leader_imbalance_check_interval_seconds: float = 300  # leader.imbalance.check.interval.seconds
+    # Kafka's fixed delay of the first check after an election (5 s); tests shorten it
+    auto_leader_rebalance_initial_delay_s: float = 5.0
 
 
 def _scala_set(ids: Iterable[Any]) -> str:
@@ -223,6 +243,7 @@ class KafkaController:
         self._session_handler = _SessionHandler(self)
         self.active_controller_id = -1
         self._activity = asyncio.Event()  # set at every change of active_controller_id
+        self._rebalance_timer: asyncio.TimerHandle | None = None  # Kafka's kafkaScheduler task
         self.offline_partition_count = 0
         self.global_topic_count = 0
         self.global_partition_count = 0
@@ -288,6 +309,13 @@ class KafkaController:
         """AlterPartition: `callback` gets the AlterPartitionResponse."""
         self.event_manager.put(AlterPartitionReceived(request, version, callback))
 
+    def elect_leaders(self, partitions: Iterable[TopicPartition], election_type: str,
+                      callback: Callable[[Any], None]) -> None:
+        """ElectLeaders ("PREFERRED" or "UNCLEAN"): `callback({partition: leader id or (error code,
+        message)})`."""
+        self.event_manager.put(ReplicaLeaderElection(frozenset(partitions), election_type, ADMIN_CLIENT_TRIGGERED,
+                                                     callback))
+
     # -- ControllerEventProcessor ---------------------------------------------------------------
 
     def preempt(self, event: ControllerEvent) -> None:
@@ -328,6 +356,10 @@ class KafkaController:
                     await self._process_controlled_shutdown(event)
                 case AlterPartitionReceived():
                     await self._process_alter_partition(event)
+                case ReplicaLeaderElection():
+                    await self._process_replica_leader_election(event)
+                case AutoPreferredReplicaLeaderElection():
+                    await self._process_auto_preferred_replica_leader_election()
                 case _:
                     log.error("%sUnexpected event %s", self.log_ident, event)
         except ControllerMovedError as e:
@@ -437,9 +469,15 @@ class KafkaController:
         await self.partition_state_machine.startup()
         log.info("%sReady to serve as the new controller with epoch %d", self.log_ident, ctx.epoch)
         await self.topic_deletion_manager.try_topic_deletion()
+        log.info("%sStarting the controller scheduler", self.log_ident)
+        if self.config.auto_leader_rebalance_enable:
+            self._schedule_auto_leader_rebalance_task(self.config.auto_leader_rebalance_initial_delay_s)
 
     async def _on_controller_resignation(self) -> None:
         log.debug("%sResigning", self.log_ident)
+        if self._rebalance_timer is not None:  # kafkaScheduler.shutdown()
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         self._unregister_broker_modifications_handlers(list(self.broker_modifications_handlers))
         self.partition_state_machine.shutdown()
         self.zk.unregister_znode_child_change_handler(TopicsZNode.path)
@@ -997,6 +1035,125 @@ class KafkaController:
             else:
                 td.partitions.append(AlterPartitionPartitionData(partition_index=tp.partition, error_code=outcome))
         return response
+
+    # -- leader elections -----------------------------------------------------------------------
+
+    def _schedule_auto_leader_rebalance_task(self, delay_s: float) -> None:
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+        self._rebalance_timer = asyncio.get_running_loop().call_later(
+            delay_s, self.event_manager.put, AutoPreferredReplicaLeaderElection())
+
+    async def _process_auto_preferred_replica_leader_election(self) -> None:
+        if not self.is_active:
+            return
+        try:
+            log.info("%sProcessing automatic preferred replica leader election", self.log_ident)
+            await self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            if self.is_active:
+                self._schedule_auto_leader_rebalance_task(self.config.leader_imbalance_check_interval_seconds)
+
+    async def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        """Per preferred leader (the head of each assignment): if more than
+        leader.imbalance.per.broker.percentage of its partitions are led by another broker, a
+        preferred replica election for those whose preferred replica can lead."""
+        ctx, tdm = self.controller_context, self.topic_deletion_manager
+        log.debug("%sChecking need to trigger auto leader balancing", self.log_ident)
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions:
+            replicas = ctx.partition_replica_assignment(tp)
+            if replicas and not tdm.is_topic_queued_up_for_deletion(tp.topic):
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        for leader_broker, partitions in sorted(by_preferred.items()):
+            not_preferred = [tp for tp in partitions if (lai := ctx.leader_and_isr(tp)) is not None
+                             and lai.leader != leader_broker]
+            ratio = len(not_preferred) / len(partitions)
+            log.debug("%sLeader imbalance ratio for broker %d is %s", self.log_ident, leader_broker, ratio)
+            if ratio > self.config.leader_imbalance_per_broker_percentage / 100:
+                candidates = {tp for tp in not_preferred if not tdm.is_topic_queued_up_for_deletion(tp.topic)
+                              and tp.topic in ctx.all_topics and self._can_preferred_replica_be_leader(tp)}
+                await self._on_replica_election(candidates, "PREFERRED", AUTO_TRIGGERED)
+
+    def _can_preferred_replica_be_leader(self, tp: TopicPartition) -> bool:
+        ctx = self.controller_context
+        assignment = ctx.partition_replica_assignment(tp)
+        lai = ctx.leader_and_isr(tp)
+        live = [r for r in assignment if ctx.is_replica_online(r, tp)]
+        return lai is not None and preferred_replica_partition_leader_election(assignment, lai.isr, live) is not None
+
+    async def _on_replica_election(self, partitions: set[TopicPartition], election_type: str,
+                                   trigger: str) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        log.info("%sStarting replica leader election (%s) for partitions %s triggered by %s", self.log_ident,
+                 election_type, ",".join(map(str, sorted(partitions))), trigger)
+        strategy = PREFERRED if election_type == "PREFERRED" else ElectionStrategy(
+            PartitionLeaderElectionStrategy.OFFLINE, allow_unclean=trigger == ADMIN_CLIENT_TRIGGERED)
+        results = await self.partition_state_machine.handle_state_changes(
+            sorted(partitions), PartitionState.OnlinePartition, strategy)
+        if trigger != ADMIN_CLIENT_TRIGGERED:
+            for tp, r in results.items():
+                if isinstance(r, ControllerMovedError):
+                    raise r
+                if isinstance(r, Exception):
+                    log.error("%sError completing replica leader election (%s) for partition %s: %s",
+                              self.log_ident, election_type, tp, r)
+            if trigger == AUTO_TRIGGERED:
+                ctx = self.controller_context
+                for tp in sorted(partitions):
+                    lai, replicas = ctx.leader_and_isr(tp), ctx.partition_replica_assignment(tp)
+                    if lai is None or not replicas:
+                        continue
+                    if lai.leader == replicas[0]:
+                        log.info("%sPartition %s completed preferred replica leader election. New leader is %d",
+                                 self.log_ident, tp, replicas[0])
+                    else:
+                        log.warning("%sPartition %s failed to complete preferred replica leader election to %d. "
+                                    "Leader is still %d", self.log_ident, tp, replicas[0], lai.leader)
+        return results
+
+    async def _process_replica_leader_election(self, event: ReplicaLeaderElection) -> None:
+        """ElectLeaders: unknown partitions, topics being deleted and partitions whose leader is
+        already the one asked for are answered without an election."""
+        partitions = set(event.partitions or ())
+        if not self.is_active:
+            event.callback({tp: (ErrorCode.NOT_CONTROLLER, None) for tp in partitions})
+            return
+        ctx, tdm = self.controller_context, self.topic_deletion_manager
+        known_all = set(ctx.all_partitions)
+        unknown = {tp for tp in partitions if tp not in known_all}
+        for tp in sorted(unknown):
+            log.info("%sSkipping replica leader election (%s) for partition %s by %s since it doesn't exist.",
+                     self.log_ident, event.election_type, tp, event.election_trigger)
+        known = partitions - unknown
+        being_deleted = {tp for tp in known if tdm.is_topic_queued_up_for_deletion(tp.topic)}
+        if being_deleted:
+            log.warning("%sSkipping replica leader election (%s) for partitions %s by %s since the respective "
+                        "topics are being deleted", self.log_ident, event.election_type, _scala_set(being_deleted),
+                        event.election_trigger)
+        electable: set[TopicPartition] = set()
+        already_valid: set[TopicPartition] = set()
+        for tp in known - being_deleted:
+            lai = ctx.leader_and_isr(tp)
+            leader = NO_LEADER if lai is None else lai.leader
+            if event.election_type == "PREFERRED":
+                needed = leader != ctx.partition_replica_assignment(tp)[0]
+            else:
+                needed = leader == NO_LEADER or leader not in ctx.live_broker_ids
+            (electable if needed else already_valid).add(tp)
+        outcome: dict[TopicPartition, Any] = {}
+        for tp, r in (await self._on_replica_election(electable, event.election_type, event.election_trigger)).items():
+            if isinstance(r, StateChangeFailedError):
+                code = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if event.election_type == "PREFERRED"
+                        else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+                outcome[tp] = (code, str(r))
+            elif isinstance(r, Exception):
+                outcome[tp] = (getattr(r, "code", ErrorCode.UNKNOWN_SERVER_ERROR), None)
+            else:
+                outcome[tp] = r.leader
+        outcome.update({tp: (ErrorCode.ELECTION_NOT_NEEDED, None) for tp in already_valid})
+        outcome.update({tp: (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted") for tp in being_deleted})
+        outcome.update({tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.") for tp in unknown})
+        event.callback(outcome)
 
     # -- configuration reads --------------------------------------------------------------------
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 __all__ = [
-    "AllocateProducerIds",
     "AlterPartitionReceived",
+    "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerModifications",
     "ControlledShutdown",
@@ -45,6 +45,7 @@ __all__ = [
     "QueuedEvent",
     "Reelect",
     "RegisterBrokerAndReelect",
+    "ReplicaLeaderElection",
     "ShutdownEventThread",
     "Startup",
     "TopicChange",
@@ -229,13 +230,37 @@ class AlterPartitionReceived(ControllerEvent):
     version: int
     callback: Callable[[Any], None] = field(repr=False)
 
+    def preempt(self) -> None:
+        # Kafka lets the leader's request time out; answering NOT_CONTROLLER sends it to find
+        # the new controller at once
+        from protocol.errors import ErrorCode
+        from protocol.messages import AlterPartitionResponse
+
+        self.callback(AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER))
+
 
 @dataclass(eq=False)
-class AllocateProducerIds(ControllerEvent):
-    state: ClassVar[ControllerState] = ControllerState.Idle
-    broker_id: int
-    broker_epoch: int
-    callback: Callable[[Any], None] = field(repr=False)
+class ReplicaLeaderElection(ControllerEvent):
+    """Elect leaders (ElectLeaders, or the ZooKeeper/auto preferred replica election):
+    `callback({partition: leader id or (error code, message)})`."""
+
+    state: ClassVar[ControllerState] = ControllerState.ManualLeaderBalance
+    partitions: frozenset[Any] | None
+    election_type: str  # "PREFERRED" | "UNCLEAN"
+    election_trigger: str  # "AdminClientTriggered" | "ZkTriggered" | "AutoTriggered"
+    callback: Callable[[Any], None] = field(repr=False, default=lambda _: None)
+
+    def preempt(self) -> None:
+        from protocol.errors import ErrorCode
+
+        self.callback({p: (ErrorCode.NOT_CONTROLLER, None) for p in self.partitions or ()})
+
+
+@dataclass(eq=False)
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """auto.leader.rebalance.enable: check the leader imbalance of every broker (scheduled)."""
+
+    state: ClassVar[ControllerState] = ControllerState.AutoLeaderBalance
 
 
 # -- the manager ------------------------------------------------------------------------------

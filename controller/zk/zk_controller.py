@@ -323,6 +323,39 @@ class ZkController:
         self.broker_configs = dict(configs)
         self._start(self.admin.change_broker_config(self.broker_id, configs))
 
+    # -- requests only the elected controller answers --------------------------------------------
+
+    async def _ask(self, put: Callable[[Callable[[Any], None]], None]) -> Any:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def answer(value: Any) -> None:
+            if not fut.done():
+                fut.set_result(value)
+        put(answer)
+        return await fut
+
+    @property
+    def is_active_controller(self) -> bool:
+        return self.kafka_controller.is_active
+
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition from a leader: the AlterPartitionResponse (NOT_CONTROLLER unless this
+        broker is the controller)."""
+        return await self._ask(lambda cb: self.kafka_controller.alter_partitions(request, version, cb))
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[Any]:
+        """ControlledShutdown: the partitions the broker still leads (empty: it may stop); raises
+        the controller's error (ControllerMovedError, StaleBrokerEpochError, ...)."""
+        result = await self._ask(lambda cb: self.kafka_controller.controlled_shutdown(broker_id, broker_epoch, cb))
+        if isinstance(result, BaseException):
+            raise result
+        return set(result)
+
+    async def elect_leaders(self, partitions: Any, election_type: str) -> dict[Any, Any]:
+        """ElectLeaders ("PREFERRED" or "UNCLEAN"): per partition the leader elected, or (error
+        code, message)."""
+        return await self._ask(lambda cb: self.kafka_controller.elect_leaders(partitions, election_type, cb))
+
     # -- producer ids ---------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

@@ -58,6 +58,7 @@ class ControllerEnv:
         sender = NetworkClient(NetworkClientConfig(client_id=f"controller-{broker_id}", request_timeout_ms=5000,
                                                    reconnect_backoff_ms=20, reconnect_backoff_max_ms=200))
         self._senders.append(sender)
+        config.setdefault("auto_leader_rebalance_enable", False)  # tests that want it say so
         c = KafkaController(KafkaControllerConfig(broker_id, **config), kzk, sender)
         self.controllers.append(c)
         if start:

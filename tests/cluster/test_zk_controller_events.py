@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from controller.zk.data import ReplicaAssignment
+from protocol.messages import AlterPartitionRequest
+from protocol.messages.alter_partition_request import BrokerState, PartitionData, TopicData
 from tests.cluster.controller_env import WAIT, ControllerEnv, idle
 from tests.cluster.recording_broker import (
     LEADER_AND_ISR,
@@ -194,3 +196,36 @@ async def test_topic_deletion_stops_and_deletes_replicas_then_removes_the_znodes
     # a topic of the same name can be created again
     await admin.create_topic_assignment("doomed", uuid.uuid4(), {0: [3]})
     await brokers[3].wait_for(lambda b: any(s.is_new for _, s in partition_states(b, LEADER_AND_ISR, "doomed", marks[3])))
+
+
+async def test_unclean_election_only_for_topics_that_enable_it(env):
+    """Both topics' ISR is only broker 1 when it dies: the topic with
+    unclean.leader.election.enable=true gets broker 2 as leader (ISR [2], RECOVERING, as Kafka
+    writes it); the other stays offline, its last ISR member kept."""
+    brokers, c = await cluster(env)
+    admin = await env.admin()
+    ids = {t: uuid.uuid4() for t in ("clean", "unclean")}
+    await admin.set_or_create_entity_configs("topics", "unclean", {"unclean.leader.election.enable": "true"},
+                                             controller_check=False)
+    for t, topic_id in ids.items():
+        await admin.create_topic_assignment(t, topic_id, {0: [1, 2]})
+    await brokers[2].wait_for(lambda b: all(partition_states(b, UPDATE_METADATA, t) for t in ids))
+    # the leader shrinks each ISR to itself (broker 2 fell behind)
+    for topic_id in ids.values():
+        fut = asyncio.get_running_loop().create_future()
+        c.alter_partitions(AlterPartitionRequest(broker_id=1, broker_epoch=brokers[1].epoch, topics=[TopicData(
+            topic_id=topic_id, partitions=[PartitionData(partition_index=0, leader_epoch=0, partition_epoch=0,
+                                                         new_isr_with_epochs=[BrokerState(broker_id=1)])])]),
+            3, fut.set_result)
+        assert (await asyncio.wait_for(fut, WAIT)).topics[0].partitions[0].error_code == 0
+    await idle(c)
+    await brokers[1].kill()
+    s = await brokers[2].wait_for(lambda b: next((s for _, s in partition_states(b, LEADER_AND_ISR, "unclean")
+                                                  if s.leader == 2), None))
+    assert (s.isr, s.leader_epoch, s.leader_recovery_state) == ([2], 1, 1)
+    await idle(c)
+    assert (await env.znode_json("/brokers/topics/unclean/partitions/0/state"))[0] == {
+        "controller_epoch": 1, "leader": 2, "version": 1, "leader_epoch": 1, "isr": [2], "leader_recovery_state": 1}
+    assert (await env.znode_json("/brokers/topics/clean/partitions/0/state"))[0] == {
+        "controller_epoch": 1, "leader": -1, "version": 1, "leader_epoch": 1, "isr": [1]}
+    assert c.partition_state_machine.unclean_leader_elections == 1

@@ -51,6 +51,7 @@ from controller.image import (
     validate_topic_name,
 )
 from controller.zk.admin import AdminZkClient
+from controller.zk.client import ZooKeeperClientError
 from controller.zk.controller import KafkaController, KafkaControllerConfig
 from controller.zk.data import ProducerIdsBlock
 from controller.zk.kafka_zk_client import KafkaZkClient
@@ -107,7 +108,7 @@ class ZkController:
         self._pending: set[asyncio.Future[Any]] = set()
         self._creating: dict[str, TopicState] = {}  # started here, not in the metadata yet
         self._deleting: set[str] = set()
-        self._known: dict[str, TopicState] = {}  # the topics of the last metadata seen
+        self._known: dict[str, _Seen] = {}  # the topics of the last metadata seen
         self._changed = asyncio.Event()
         self._pid_lock = asyncio.Lock()
         self._pid_block: ProducerIdsBlock | None = None
@@ -117,7 +118,7 @@ class ZkController:
 
     def startup(self) -> None:
         """Start the KafkaController (it runs for election)."""
-        self._known = dict(self.metadata().topics)
+        self._known = {name: _Seen.of(t) for name, t in self.metadata().topics.items()}
         self.kafka_controller.startup()
 
     async def shutdown(self) -> None:
@@ -140,18 +141,19 @@ class ZkController:
         """This broker's metadata changed (an UpdateMetadata was applied): tell the listeners what
         changed for topics and wake the changes waiting to show up."""
         image = image if image is not None else self.metadata()
-        before, after = self._known, dict(image.topics)
+        # snapshots, not the TopicState objects: a cache may update those in place
+        before, after = self._known, {name: _Seen.of(t) for name, t in image.topics.items()}
         self._known = after
         for name, old in before.items():
             new = after.get(name)
             if new is None or new.topic_id != old.topic_id:
-                self._notify("deleted", old)
+                self._notify("deleted", old.topic)
         for name, new in after.items():
             old = before.get(name)
             if old is None or old.topic_id != new.topic_id:
-                self._notify("created", new)
-            elif len(old.partitions) != len(new.partitions) or old.configs != new.configs:
-                self._notify("changed", new)
+                self._notify("created", new.topic)
+            elif (old.partitions, old.configs) != (new.partitions, new.configs):
+                self._notify("changed", new.topic)
         for name in [n for n, t in self._creating.items() if after.get(n) is not None
                      and after[n].topic_id == t.topic_id]:
             del self._creating[name]
@@ -284,7 +286,11 @@ class ZkController:
         return topic
 
     async def _delete(self, name: str) -> None:
-        await self.admin.delete_topic(name)
+        try:
+            await self.admin.delete_topic(name)
+        except BaseException:
+            self._deleting.discard(name)
+            raise
         await self._until(lambda image: name not in image.topics, f"the deletion of topic {name}")
 
     def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> TopicState:
@@ -364,11 +370,29 @@ class ZkController:
         async with self._pid_lock:
             block = self._pid_block
             if block is None or self._next_pid > block.last_producer_id:
-                block = self._pid_block = await self.zk_client.get_new_producer_id_block(self.broker_id)
+                try:
+                    block = self._pid_block = await self.zk_client.get_new_producer_id_block(self.broker_id)
+                except ZooKeeperClientError as e:  # retriable for the client, as RPCProducerIdManager's
+                    raise KafkaProtocolError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                             f"Producer ID block is not available yet: {e}") from e
                 self._next_pid = block.first_producer_id
             pid = self._next_pid
             self._next_pid += 1
             return pid
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seen:
+    """What metadata_updated compares of a topic between two images."""
+
+    topic: TopicState
+    topic_id: uuid.UUID
+    partitions: int
+    configs: tuple[tuple[str, str], ...]
+
+    @staticmethod
+    def of(t: TopicState) -> _Seen:
+        return _Seen(t, t.topic_id, len(t.partitions), tuple(sorted(t.configs.items())))
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:

@@ -156,6 +156,7 @@ async def test_create_partitions_delete_and_configs(cluster):
     assert {p: after[p].replicas for p in range(3, 6)} == expected
     doc, _ = await env.znode_json("/brokers/topics/t")
     assert len(doc["partitions"]) == 6
+    assert ("changed", "t") in brokers[1].events  # the listeners hear of the partitions added
 
     b1.set_topic_configs("t", {"cleanup.policy": "compact"})
     await b1.committed()

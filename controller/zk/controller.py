@@ -22,7 +22,13 @@ Events (one queue, processed in order: controller.zk.event_manager): broker chan
 dead, bounced brokers: onBrokerStartup / onBrokerFailure), topic changes (new topics: NewPartition
 -> OnlinePartition), partition modifications (CreatePartitions), topic deletion requests,
 StopReplica / LeaderAndIsr / UpdateMetadata responses, AlterPartition (a leader's ISR change),
-ControlledShutdown, controller changes and session expiry.
+ControlledShutdown, ElectLeaders (preferred / unclean), the automatic preferred-leader
+rebalance (auto.leader.rebalance.enable), controller changes and session expiry.
+
+Not ported (yet): partition reassignment (AlterPartitionReassignments, /admin/reassign_partitions),
+the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
+znodes (Kafka 3.9 brokers use AlterPartition and LeaderAndIsr responses instead), /feature
+versioning, delegation-token expiry.
 
 Log lines are Kafka's: "[Controller id=N] ..." here, "[Controller id=N epoch=E] ..." on the
 state.change.logger.

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.zk.data import ReplicaAssignment
+from controller.zk.data import Broker, BrokerInfo, EndPoint, ReplicaAssignment
+from controller.zk.kafka_zk_client import KafkaZkClient
 from protocol.messages import AlterPartitionRequest
 from protocol.messages.alter_partition_request import BrokerState, PartitionData, TopicData
 from tests.cluster.controller_env import WAIT, ControllerEnv, idle
@@ -229,3 +230,22 @@ async def test_unclean_election_only_for_topics_that_enable_it(env):
     assert (await env.znode_json("/brokers/topics/clean/partitions/0/state"))[0] == {
         "controller_epoch": 1, "leader": -1, "version": 1, "leader_epoch": 1, "isr": [1]}
     assert c.partition_state_machine.unclean_leader_elections == 1
+
+
+async def test_a_changed_registration_is_sent_to_every_broker(env):
+    brokers, c = await cluster(env)
+    b2 = brokers[2]
+    moved = BrokerInfo(Broker(2, (EndPoint("127.0.0.1", b2.port, "PLAINTEXT", "PLAINTEXT"),
+                                  EndPoint("127.0.0.1", 19093, "EXTERNAL", "SSL")), None))
+    await KafkaZkClient(b2.zk).update_broker_info(moved)
+
+    def endpoints(b: RecordingBroker) -> Any:
+        for r in reversed(b.of(UPDATE_METADATA)):
+            two = next(x for x in r.live_brokers if x.id == 2)
+            if len(two.endpoints) == 2:
+                return [(e.listener, e.port, e.security_protocol) for e in two.endpoints]
+        return None
+
+    for b in brokers.values():
+        assert await b.wait_for(endpoints) == [("PLAINTEXT", b2.port, 0), ("EXTERNAL", 19093, 1)]
+    assert c.controller_context.live_brokers[2].endpoint("EXTERNAL") is not None

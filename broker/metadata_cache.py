@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from controller.image import BrokerEndpoint, BrokerInfo, MetadataImage, PartitionState, TopicState
@@ -74,10 +74,13 @@ def _brokers(request: Any, version: int) -> dict[int, BrokerInfo]:
 class MetadataCache:
     """See the module docstring."""
 
-    __slots__ = ("image",)
+    __slots__ = ("image", "listeners")
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
+        # told of every image an UpdateMetadata made (ZooKeeper mode: the controller's admin
+        # side, which waits for its changes to show and tells topic listeners)
+        self.listeners: list[Callable[[MetadataImage], object]] = []
 
     def update(self, image: MetadataImage) -> None:
         self.image = image
@@ -158,6 +161,8 @@ class MetadataCache:
                     {i: [f"{e.listener}://{e.host}:{e.port}" for e in b.endpoints] for i, b in brokers.items()})
         controller_id = request.controller_id if request.controller_id >= 0 else -1
         self.image = MetadataImage(old.cluster_id, controller_id, brokers, topics, old.broker_configs)
+        for listener in list(self.listeners):
+            listener(self.image)
         if states:
             state_change_log.info(
                 "[Broker id=%d] Add %d partitions and deleted %d partitions from metadata cache in response to "

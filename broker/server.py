@@ -17,9 +17,10 @@ the cluster id from /cluster/id (or write a new one), refuse a log dir whose met
 another cluster ("Invalid cluster.id in: ..."), load the logs and write the cluster id into
 meta.properties, start the ReplicaManager (which hosts nothing until the controller's LeaderAndIsr
 says so) and the GroupCoordinator with an empty MetadataCache (filled by UpdateMetadata), then
-register `/brokers/ids/<id>` -- its czxid is the broker epoch that fences controller requests --
-and only then accept connections. A new session after an expiry registers again
-(controller.zk.broker_registration).
+register `/brokers/ids/<id>` -- its czxid is the broker epoch that fences controller requests --,
+start the broker's KafkaController (controller.zk.zk_controller: it runs for election, and admin
+changes go through it to ZooKeeper) and only then accept connections. A new session after an
+expiry registers again (controller.zk.broker_registration) before the controller re-elects.
 
 Shutdown runs in the reverse order: stop accepting, let in-flight requests finish (bounded), close
 connections, await the listeners' closing, then flush and checkpoint every log and write the
@@ -45,12 +46,15 @@ from broker.apis.registry import load_all
 from broker.config import KafkaConfig, security_protocols
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
+from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from controller.image import BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedController
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
 from controller.zk.client import ZooKeeperClientError
+from controller.zk.controller import KafkaControllerConfig
+from controller.zk.zk_controller import ZkController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import (
     CheckpointFormatError,
@@ -83,7 +87,8 @@ class BrokerServer:
         self.started = asyncio.Event()
         self.should_exit = asyncio.Event()
         self.log_manager: LogManager | None = None
-        self.controller: EmbeddedController | None = None
+        self.controller: EmbeddedController | ZkController | None = None
+        self.controller_channel: NetworkClient | None = None  # ZooKeeper mode: to every broker
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.log_cleaner: LogCleaner | None = None
@@ -168,6 +173,17 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(self)
         kafka_zk = self.zk_registration.kafka_zk  # the logs LeaderAndIsr creates take /config/topics/<t>
         self.replica_manager.topic_config_source = lambda topic: kafka_zk.get_entity_configs("topics", topic)
+        self.controller_channel = NetworkClient(NetworkClientConfig(client_id=str(cfg.broker_id)))
+        self.controller = ZkController(
+            kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
+            config=KafkaControllerConfig(
+                cfg.broker_id,
+                inter_broker_listener_name=cfg.originals.get("inter.broker.listener.name") or "PLAINTEXT",
+                delete_topic_enable=cfg["delete.topic.enable"],
+                unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
+                request_timeout_ms=cfg["request.timeout.ms"]),
+            commit_timeout_ms=cfg["request.timeout.ms"])
+        self.metadata_cache.listeners.append(self.controller.metadata_updated)  # after each UpdateMetadata
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()
@@ -214,6 +230,24 @@ class BrokerServer:
             raise StartupError(str(e)) from e
         except ZooKeeperClientError as e:
             raise StartupError(f"Registering broker {cfg.broker_id} in ZooKeeper failed: {e}") from e
+        if isinstance(self.controller, ZkController):
+            self.controller.startup()  # registered first: a controller elected here knows this broker
+
+    async def _shutdown_zk_controller(self) -> None:
+        """Stop the broker's KafkaController (resigning if elected) and its channel."""
+        if isinstance(self.controller, ZkController):
+            # bounded: an event waiting for an unreachable ZooKeeper would hold it up (the session
+            # closed next fails what is left)
+            try:
+                await asyncio.wait_for(self.controller.shutdown(), DRAIN_SECONDS)
+            except TimeoutError:
+                log.warning("the controller did not stop in time (ZooKeeper unreachable?): closing the session",
+                            timeout_s=DRAIN_SECONDS, zookeeper_connected=self.zk_registration is not None
+                            and self.zk_registration.zk.connected)
+            except Exception:
+                log.exception("stopping the controller failed")
+        if self.controller_channel is not None:
+            await self.controller_channel.close()
 
     async def _close_zookeeper(self) -> None:
         """End the ZooKeeper session once (the registration goes with it)."""
@@ -262,6 +296,7 @@ class BrokerServer:
                 await self._register_in_zookeeper()
         except BaseException:
             await self._close_listeners()
+            await self._shutdown_zk_controller()
             await self._close_zookeeper()
             raise
         cfg = self.config
@@ -386,10 +421,13 @@ class BrokerServer:
             await asyncio.get_running_loop().run_in_executor(None, self.controller.close)
         if self.log_manager is not None:
             clean = await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
-            await self._close_zookeeper()  # as Kafka: the registration goes after the logs are closed
+            # as Kafka: the controller stops and the registration goes after the logs are closed
+            await self._shutdown_zk_controller()
+            await self._close_zookeeper()
             if not clean:  # e.g. a full disk: LogManager logged each step it could not do
                 log.warning("shut down, but not cleanly: the next start recovers the logs")
                 return
+        await self._shutdown_zk_controller()
         await self._close_zookeeper()
         log.info("shut down cleanly")
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +28,12 @@ from controller.zk.client import ZooKeeperClient
 from controller.zk.data import Broker, BrokerIdZNode, BrokerInfo, EndPoint
 from controller.zk.kafka_zk_client import KafkaZkClient
 from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsRequest, DescribeClusterRequest, UpdateMetadataRequest
+from protocol.messages import (
+    ApiVersionsRequest,
+    DescribeClusterRequest,
+    MetadataRequest,
+    UpdateMetadataRequest,
+)
 from protocol.records import decode_records
 from storage.checkpoints import MetaProperties, read_meta_properties, write_meta_properties
 from tests.broker_process import BrokerProcess, free_port
@@ -47,6 +54,29 @@ async def zk(zookeeper: ZooKeeperServer) -> AsyncIterator[KafkaZkClient]:
                                    connection_timeout_ms=10_000, request_timeout_ms=10_000).start(create_chroot=True)
     yield KafkaZkClient(client)
     await client.close()
+
+
+@pytest.fixture
+async def seat(zk: KafkaZkClient) -> int:
+    """The test takes the controller seat (/controller = 7, /controller_epoch bumped) before any
+    broker starts, so the brokers' own KafkaControllers stay out and the test's requests are the
+    controller's; returns the controller epoch."""
+    epoch, _ = await zk.register_controller_and_increment_controller_epoch(7)
+    return epoch
+
+
+async def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+    """Poll an async `check` until it returns something truthy (bounded): for state another
+    process reaches without a line or znode to wait on (its metadata cache)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if loop.time() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout}s")
+        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -125,8 +155,14 @@ async def test_broker_registers_with_kafkas_json_and_takes_the_cluster_id(zk, zo
     try:
         versions = {k.api_key: (k.min_version, k.max_version) for k in (await client.send(ApiVersionsRequest(client_software_name="zk-test", client_software_version="1"), 3)).api_keys}
         assert (versions[4], versions[5], versions[6]) == ((0, 7), (0, 4), (0, 8))
-        meta = metadata_view(await client.metadata())
-        assert (meta["cluster_id"], meta["controller_id"], meta["brokers"], meta["topics"]) == (cluster_id, -1, [], {})
+        # alone, it is elected controller, and its UpdateMetadata fills its own metadata cache
+        async def self_described() -> Any:
+            meta = metadata_view(await client.metadata())
+            return meta if meta["controller_id"] == 1 else None
+        meta = await eventually(self_described, "the broker's metadata naming it controller")
+        assert (meta["cluster_id"], meta["brokers"], meta["topics"]) == (
+            cluster_id, [(1, "127.0.0.1", b.port, "rack-a")], {})
+        assert await zk.get_controller_id() == 1
     finally:
         await client.close()
 
@@ -147,6 +183,20 @@ async def test_two_brokers_register_in_one_cluster_and_conflicts_are_refused(zk,
     cluster_id = await zk.get_cluster_id()
     for b in (b1, b2):  # the second took the first's cluster id
         assert f"cluster_id='{cluster_id}'" in b.wait_for_line("event='broker started'", timeout=1)
+    # one of them is elected controller and tells both about both
+    controller_id = await zk.get_controller_id()
+    assert controller_id in (1, 2)
+    for b in (b1, b2):
+        client = Client(b.port)
+        try:
+            async def both(client: Client = client) -> Any:
+                meta = metadata_view(await client.metadata())
+                return meta if len(meta["brokers"]) == 2 else None
+            meta = await eventually(both, f"broker {b.port}'s metadata listing both brokers")
+            assert meta["brokers"] == [(1, "127.0.0.1", b1.port, None), (2, "127.0.0.1", b2.port, "rack-b")]
+            assert (meta["controller_id"], meta["cluster_id"]) == (controller_id, cluster_id)
+        finally:
+            await client.close()
 
     # the same broker id again: the live registration belongs to another session
     line = await refused(start_broker, 1, connect, log_dir=b1.log_dir.parent / "dup")
@@ -193,7 +243,7 @@ class ZNodeEvents:
         return await asyncio.wait_for(self.events.get(), WAIT)
 
 
-async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoch(zk, zookeeper, start_broker):
+async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoch(zk, seat, zookeeper, start_broker):
     proxy = await ZkProxy(zookeeper.port).start()
     controller = Controller()
     try:
@@ -220,10 +270,11 @@ async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoc
 
         # requests meant for the old registration are fenced; the new epoch is accepted
         live = [(1, b.port, None)]
-        stale = await controller.update_metadata(1, controller_epoch=1, broker_epoch=old_epoch, live=live)
+        stale = await controller.update_metadata(1, controller_epoch=seat, broker_epoch=old_epoch, live=live)
         assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
-        current = await controller.update_metadata(1, controller_epoch=1, broker_epoch=new_epoch, live=live)
+        current = await controller.update_metadata(1, controller_epoch=seat, broker_epoch=new_epoch, live=live)
         assert current.error_code == ErrorCode.NONE
+        assert await asyncio.to_thread(b.stop) == 0  # while ZooKeeper is reachable through the proxy
     finally:
         await controller.close()
         await proxy.close()
@@ -233,8 +284,9 @@ async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoc
 
 
 @pytest.fixture
-async def cluster(zookeeper, start_broker) -> AsyncIterator[Any]:
-    """Broker 1 (rack-a) of a ZooKeeper-mode cluster, the test as controller 7, a client."""
+async def cluster(seat, zookeeper, start_broker) -> AsyncIterator[Any]:
+    """Broker 1 (rack-a) of a ZooKeeper-mode cluster, the test as controller 7 (epoch 1), a client."""
+    assert seat == 1
     b = await started(start_broker, 1, zookeeper.connect_string(CHROOT), "broker.rack=rack-a")
     controller = Controller()
     controller.add_broker(1, b.port)
@@ -316,11 +368,11 @@ async def test_leader_and_isr_makes_the_broker_lead_or_follow(cluster):
         assert (log_dir / f"t-{p}" / "partition.metadata").read_text().endswith(
             zd.uuid_to_string(TOPIC_ID))
     assert not (log_dir / "t-2").exists()
-    lines = "\n".join(c.broker.lines)
-    assert (f"[Broker id=1] Leader t-0 with topic id {zd.uuid_to_string(TOPIC_ID)} starts at leader epoch 3 from "
-            "offset 0 with partition epoch 4, high watermark 0, ISR [1]") in lines
-    assert ("[Broker id=1] Follower t-1 starts at leader epoch 5 from offset 0 with partition epoch 6 and high "
-            "watermark 0. Current leader is 2.") in lines
+    for line in (f"[Broker id=1] Leader t-0 with topic id {zd.uuid_to_string(TOPIC_ID)} starts at leader epoch 3 "
+                 "from offset 0 with partition epoch 4, high watermark 0, ISR [1]",
+                 "[Broker id=1] Follower t-1 starts at leader epoch 5 from offset 0 with partition epoch 6 and high "
+                 "watermark 0. Current leader is 2."):  # stderr is read by a thread: wait for it
+        await asyncio.to_thread(c.broker.wait_for_line, line, 5)
 
     # leader of t-0: produce (acks=all: the ISR is this broker) and fetch work
     _, r = await client.produce("t", 0, b"led here")
@@ -374,8 +426,9 @@ async def test_leader_and_isr_makes_the_broker_lead_or_follow(cluster):
     _, r = await client.produce("t", 1, b"now led here")
     assert (r.error_code, r.base_offset) == (0, 0)
     assert (await client.offset_for_leader_epoch("t", 1, 6)).error_code == 0
-    assert "Follower t-0 starts at leader epoch 4 from offset 2 with partition epoch 5 and high watermark 2. " \
-           "Current leader is 2. Previous leader Some(1) and previous leader epoch was 3." in "\n".join(c.broker.lines)
+    await asyncio.to_thread(c.broker.wait_for_line, "Follower t-0 starts at leader epoch 4 from offset 2 with "
+                            "partition epoch 5 and high watermark 2. Current leader is 2. Previous leader Some(1) and "
+                            "previous leader epoch was 3.", 5)
 
 
 async def test_stop_replica_stops_and_deletes_partitions(cluster):
@@ -421,7 +474,7 @@ async def test_stop_replica_stops_and_deletes_partitions(cluster):
     assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-async def test_a_restarted_broker_hosts_nothing_until_the_controller_says(zookeeper, start_broker):
+async def test_a_restarted_broker_hosts_nothing_until_the_controller_says(seat, zookeeper, start_broker):
     connect = zookeeper.connect_string(CHROOT)
     b = await started(start_broker, 1, connect)
     controller = Controller()
@@ -474,3 +527,65 @@ async def test_a_single_node_neither_advertises_nor_serves_controller_requests(s
         await client.close()
     with RawConnection(b.port) as conn, pytest.raises(ConnectionError):  # Kafka closes the connection
         conn.call(6, 8, UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=-1))
+
+
+# --- with the brokers' own controller -------------------------------------------------------------
+
+
+def test_three_brokers_create_topics_and_clients_follow_the_leaders(zookeeper, start_broker):
+    """No test controller: one broker is elected, CreateTopics through another goes to ZooKeeper,
+    the controller's LeaderAndIsr/UpdateMetadata make each broker host and lead its share, every
+    broker's Metadata agrees, and kafka-python produces and consumes across them."""
+    with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+        from kafka.admin import NewTopic
+
+    connect = zookeeper.connect_string(CHROOT)
+    brokers = [start_broker(i, connect, f"broker.rack=rack-{i}") for i in (1, 2, 3)]
+    admin = KafkaAdminClient(bootstrap_servers=brokers[1].bootstrap, request_timeout_ms=20_000)
+    try:
+        result = admin.create_topics([NewTopic("spread", 6, 1), NewTopic("replicated", 3, 3)])
+        assert [(t["name"], t["error_code"]) for t in result["topics"]] == [("spread", 0), ("replicated", 0)]
+    finally:
+        admin.close()
+
+    def view(b: BrokerProcess) -> dict[str, Any]:
+        with RawConnection(b.port) as conn:
+            return metadata_view(conn.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)))
+
+    views: list[dict[str, Any]] = []
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:  # UpdateMetadata reaches the brokers one by one
+        views = [view(b) for b in brokers]
+        if all(v == views[0] for v in views) and len(views[0]["topics"]) == 2:
+            break
+        time.sleep(0.05)
+    assert all(v == views[0] for v in views), views
+    meta = views[0]
+    assert meta["brokers"] == [(i, "127.0.0.1", b.port, f"rack-{i}") for i, b in zip((1, 2, 3), brokers, strict=True)]
+    spread = meta["topics"]["spread"][2]
+    assert sorted(p[1] for p in spread.values()) == [1, 1, 2, 2, 3, 3]  # two leaders each
+    assert all(p[0] == 0 and p[3] == [p[1]] and p[4] == [p[1]] for p in spread.values())
+    replicated = meta["topics"]["replicated"][2]
+    assert sorted(p[1] for p in replicated.values()) == [1, 2, 3]
+    assert all(sorted(p[3]) == [1, 2, 3] and p[4] == p[3] and p[1] == p[3][0] for p in replicated.values())
+    for i, b in zip((1, 2, 3), brokers, strict=True):  # each hosts its own partitions only
+        hosted = sorted(p.name for p in b.log_dir.iterdir() if p.name.startswith("spread-"))
+        assert hosted == sorted(f"spread-{n}" for n, p in spread.items() if p[1] == i)
+
+    producer = KafkaProducer(bootstrap_servers=brokers[1].bootstrap, acks=1)
+    try:
+        for n in range(60):
+            producer.send("spread", b"v%d" % n, partition=n % 6)
+        producer.flush(20)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=brokers[2].bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    try:
+        consumer.assign([TopicPartition("spread", n) for n in range(6)])
+        values = sorted(m.value for m in consumer)
+    finally:
+        consumer.close()
+    assert values == sorted(b"v%d" % n for n in range(60))

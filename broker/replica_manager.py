@@ -236,6 +236,7 @@ class _ZkReplicaState:
 
     partitions: dict[TopicPartition, Partition]
     offline: dict[TopicPartition, str]
+    empty_partitions: set[TopicPartition]
     broker_id: int
     controller_epoch: int
     state_change_logger: StateChangeLogger
@@ -336,6 +337,9 @@ class _ZkReplicaState:
                 await self._make_leaders(leaders, topic_ids, on_disk, responses)
             if followers:
                 await self._make_followers(request, correlation_id, followers, topic_ids, on_disk, responses)
+            self.empty_partitions.update(
+                tp for st in states if (tp := (st.topic_name, st.partition_index)) not in self.partitions
+                and tp not in self.offline)
             scl.info(f"Finished LeaderAndIsr request in {int((time.monotonic() - started) * 1000)}ms correlationId "
                      f"{correlation_id} from controller {controller_id} for {len(states)} partitions")
             return responses
@@ -424,6 +428,7 @@ class _ZkReplicaState:
         p = self.partitions.get(tp)
         if p is None:
             self.offline.pop(tp, None)
+            self.empty_partitions.discard(tp)
             p = self.partitions[tp] = Partition(TopicState(tp[0], topic_id, {}), state, log_, self.broker_id)
             return p, None, -1
         previous = (p.state.leader if p.state.leader >= 0 else None, p.leader_epoch)
@@ -539,6 +544,7 @@ class _ZkReplicaState:
             for tp, delete in stopped:
                 if delete:
                     self.partitions.pop(tp, None)
+                    self.empty_partitions.discard(tp)
                     doomed.append(tp)
                 # requests parked on a partition we may have led complete now (not after a timeout)
                 self.produce_purgatory.check_and_complete(tp)
@@ -610,6 +616,10 @@ class ReplicaManager(_ZkReplicaState):
         # the controller's requests take one at a time (Kafka's replicaStateChangeLock)
         self.controller_epoch = INITIAL_CONTROLLER_EPOCH
         self._state_change_lock = asyncio.Lock()
+        # partitions a LeaderAndIsr named but did not make leader or follower here (not a
+        # replica, another topic id): Kafka keeps an empty Partition for them until StopReplica
+        # deletes it, so clients get NOT_LEADER_OR_FOLLOWER with no known leader (-1, -1)
+        self.empty_partitions: set[TopicPartition] = set()
         self.state_change_logger = StateChangeLogger(self.broker_id)
         # ZooKeeper mode: reads a topic's config overrides (/config/topics/<t>) for the logs
         # LeaderAndIsr creates (Kafka's ZkConfigRepository); set by the server
@@ -753,6 +763,8 @@ class ReplicaManager(_ZkReplicaState):
                 raise KafkaProtocolError(
                     ErrorCode.KAFKA_STORAGE_ERROR, f"The log of {topic}-{partition} could not be opened: {error}"
                 )
+            if self.empty_partitions and (topic, partition) in self.empty_partitions:
+                raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # Kafka's Partition without a log
             if self.server.zk_mode and self.image.partition(topic, partition) is not None:
                 # Kafka's getPartitionOrError: the partition exists but is not hosted here, so the
                 # client must refresh its metadata to find it

@@ -13,6 +13,10 @@
 * Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   OFFSET_OUT_OF_RANGE (with log start offset and high watermark filled in),
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch.
+* A follower serves consumers too from v11 (KIP-392: those versions carry client metadata, and
+  Kafka's FetchParams.fetchOnlyLeader is false for them), up to its high watermark; before v11,
+  and for a broker that is no replica, NOT_LEADER_OR_FOLLOWER. (On a single node every hosted
+  partition is led here, so this changes nothing there.)
 * Records go out as read from the segment files: opaque bytes, never per-record objects. A
   partition's records of at least STREAM_MIN_BYTES stay a file region (FileRecords) in the
   response, which the connection sends with sendfile when it is its turn (broker.network), so a
@@ -60,11 +64,15 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     min_one = True
     read_committed = req.isolation_level == 1
     out: dict[tuple[str, int], PartitionResult] = {}
+    # Kafka checks the epoch before the leadership (Partition.getLocalLog)
+    only_leader = ctx.version < 11 or req.replica_id >= 0
     for key, preq in parts.items():
         res = PartitionResult()
         try:
-            part = rm.get_leader_partition(*key)
+            part = rm.get_partition(*key)
             check_leader_epoch(preq.current_leader_epoch, part.leader_epoch)
+            if only_leader and not part.is_leader:
+                raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log_ = part.log
             res.high_watermark = log_.high_watermark
             res.last_stable_offset = log_.last_stable_offset

@@ -195,10 +195,13 @@ def current_leader(ctx: RequestContext, tp: tuple[str, int], endpoints: dict[int
     """Kafka's KafkaApis.getCurrentLeader: (leader, epoch) from the hosted partition, else the
     metadata cache, else (-1, -1); the leader's endpoint on the client's listener, when it is a
     live broker, goes into `endpoints`."""
-    hosted = ctx.server.replica_manager.partitions.get(tp)
+    rm = ctx.server.replica_manager
+    hosted = rm.partitions.get(tp)
     cached = ctx.server.metadata_cache.partition(*tp)
     if hosted is not None:
         leader_id, epoch = hosted.state.leader, hosted.leader_epoch
+    elif tp in rm.empty_partitions:  # Kafka's Partition object without a leader or a log
+        leader_id, epoch = -1, -1
     elif cached is not None:
         leader_id, epoch = cached.leader, cached.leader_epoch
     else:

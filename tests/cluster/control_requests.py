@@ -144,10 +144,10 @@ class Client:
         resp = await self.send(req, version)
         return resp, resp.responses[0].partition_responses[0]
 
-    async def fetch(self, topic: str, partition: int, offset: int = 0) -> Any:
+    async def fetch(self, topic: str, partition: int, offset: int = 0, version: int = 12) -> Any:
         req = FetchRequest(max_wait_ms=0, min_bytes=0, topics=[fr.FetchTopic(topic=topic, partitions=[
             fr.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])
-        return (await self.send(req, 12)).responses[0].partitions[0]
+        return (await self.send(req, version)).responses[0].partitions[0]
 
     async def list_offsets(self, topic: str, partition: int) -> Any:
         req = ListOffsetsRequest(replica_id=-1, topics=[lo.ListOffsetsTopic(name=topic, partitions=[

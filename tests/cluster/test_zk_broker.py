@@ -386,13 +386,16 @@ async def test_leader_and_isr_makes_the_broker_lead_or_follow(cluster):
     assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (r.current_leader.leader_id, r.current_leader.leader_epoch) == (2, 5)
     assert [(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints] == [(2, "127.0.0.1", c.ghost_port, "rack-b")]
-    assert (await client.fetch("t", 1)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await client.fetch("t", 1, version=10)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    f = await client.fetch("t", 1)  # v11+ (KIP-392): a follower serves consumers up to its high watermark
+    assert (f.error_code, f.high_watermark) == (0, 0)
     assert (await client.list_offsets("t", 1)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (await client.offset_for_leader_epoch("t", 1, 5)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    # not hosted but known to the metadata: NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION
+    # named by the LeaderAndIsr but not a replica here: Kafka's empty Partition, no leader known
     _, r = await client.produce("t", 2, b"x")
     assert (r.error_code, r.current_leader.leader_id, r.current_leader.leader_epoch) == (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 0)
+        ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+    assert (await client.fetch("t", 2)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     _, r = await client.produce("nope", 0, b"x")
     assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     _, r = await client.produce("t", 1, b"x", version=9)  # before KIP-951: only the error

@@ -1,0 +1,153 @@
+"""Differential: the controller's requests to a broker, and what clients see after them, on
+Apache Kafka 3.9.2 in ZooKeeper mode and on an Odradek ZooKeeper-mode broker.
+
+Each broker is broker 1 of its own cluster (a chroot of one real ZooKeeper); the test holds the
+controller seat of both (/controller = 7, so neither broker's own controller acts) and sends both
+the same sequence: UpdateMetadata v8, LeaderAndIsr v7 (leader of one partition, follower of
+another, not a replica of a third), client requests (Metadata, Produce v11 with KIP-951's current
+leader, Fetch v12 from a follower, ListOffsets, OffsetForLeaderEpoch), then every fenced case --
+equal, older leader epochs, another topic id, an older controller or broker epoch, StopReplica
+with an older leader epoch, without and with delete -- and a partial UpdateMetadata. Every answer
+(error codes per partition, leaders, epochs, rack, the cache's view) must be equal; only the
+brokers' own ports differ and are left out."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.zk.client import ZooKeeperClient
+from controller.zk.kafka_zk_client import KafkaZkClient
+from tests.broker_process import BrokerProcess
+from tests.cluster.control_requests import Client, Controller, Part, metadata_view, partition_errors
+from tests.compat.test_zk_znodes import ZkModeKafka
+from tests.zookeeper import ZooKeeperServer
+
+TOPIC_ID = uuid.UUID("5f1ad5b6-0c3e-4b1f-9a7e-2d7f3c1b9e01")
+GHOST_PORT = 1  # broker 2 exists only in the metadata
+
+
+@pytest.fixture
+def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    zk = ZooKeeperServer(tmp_path / "zookeeper").start()
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+async def take_controller_seat(zookeeper: ZooKeeperServer, chroot: str) -> KafkaZkClient:
+    client = await ZooKeeperClient(zookeeper.connect_string(chroot), session_timeout_ms=18000,
+                                   request_timeout_ms=30_000).start(create_chroot=True)
+    kzk = KafkaZkClient(client)
+    await kzk.create_top_level_paths()
+    assert await kzk.register_controller_and_increment_controller_epoch(7) == (1, 1)
+    return kzk
+
+
+def view(resp: Any) -> dict[str, Any]:
+    m = metadata_view(resp)
+    m["brokers"] = [(b[0], b[3]) for b in m["brokers"]]  # the own port differs
+    del m["cluster_id"]
+    return m
+
+
+async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
+    """The sequence of requests; every answer that matters, in order."""
+    epoch = (await kzk.get_all_broker_and_epochs_in_cluster())[1].epoch
+    controller, client = Controller(), Client(port)
+    controller.add_broker(1, port)
+    live = [(1, port, "rack-a"), (2, GHOST_PORT, "rack-b")]
+    ids = {"t": TOPIC_ID}
+    parts = [Part("t", 0, 1, 3, [1], [1, 2], 4), Part("t", 1, 2, 5, [2, 1], [2, 1], 6), Part("t", 2, 2, 0, [2], [2, 3])]
+    out: list[tuple[Any, ...]] = []
+
+    def stop_replica(resp: Any) -> tuple[Any, ...]:
+        return resp.error_code, sorted((p.topic_name, p.partition_index, p.error_code) for p in resp.partition_errors)
+
+    try:
+        r = await controller.update_metadata(1, controller_epoch=1, broker_epoch=epoch, live=live, parts=parts,
+                                             topic_ids=ids)
+        out.append(("UpdateMetadata", r.error_code))
+        r = await controller.leader_and_isr(1, controller_epoch=1, broker_epoch=epoch, parts=parts, topic_ids=ids,
+                                            leaders=[(1, port), (2, GHOST_PORT)])
+        out.append(("LeaderAndIsr", r.error_code, sorted(partition_errors(r).items())))
+        out.append(("Metadata", view(await client.metadata())))
+        for p in (0, 1, 2):
+            resp, r = await client.produce("t", p, b"x")
+            out.append((f"Produce t-{p}", r.error_code, r.base_offset, r.current_leader.leader_id,
+                        r.current_leader.leader_epoch, [(n.node_id, n.port, n.rack) for n in resp.node_endpoints]))
+        out.append(("Produce unknown", (await client.produce("nope", 0, b"x"))[1].error_code))
+        for p in (0, 1, 2):
+            f = await client.fetch("t", p)
+            out.append((f"Fetch v12 t-{p}", f.error_code, f.high_watermark))
+        out.append(("Fetch v10 t-1", (await client.fetch("t", 1, version=10)).error_code))
+        out.append(("ListOffsets t-1", (await client.list_offsets("t", 1)).error_code))
+        out.append(("OffsetForLeaderEpoch t-1", (await client.offset_for_leader_epoch("t", 1, 5)).error_code))
+        for label, controller_epoch, broker_epoch, changed, topic_id in [
+            ("equal leader epochs", 1, epoch, [Part("t", 0, 1, 3, [1], [1, 2]), Part("t", 1, 2, 5, [2], [2, 1])], TOPIC_ID),
+            ("older leader epochs", 1, epoch, [Part("t", 0, 1, 2, [1], [1, 2]), Part("t", 1, 2, 4, [2], [2, 1])], TOPIC_ID),
+            ("equal epoch, newer partition epoch", 1, epoch, [Part("t", 0, 1, 3, [1], [1, 2], 9)], TOPIC_ID),
+            ("another topic id", 1, epoch, [Part("t", 0, 1, 9, [1], [1, 2])], uuid.UUID(int=5)),
+            ("older controller epoch", 0, epoch, [Part("t", 0, 2, 9, [2], [1, 2])], TOPIC_ID),
+            ("older broker epoch", 1, epoch - 1, [Part("t", 0, 2, 9, [2], [1, 2])], TOPIC_ID),
+        ]:
+            r = await controller.leader_and_isr(1, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+                                                parts=changed, topic_ids={p.topic: topic_id for p in changed})
+            out.append((f"LeaderAndIsr, {label}", r.error_code, sorted(partition_errors(r).items())))
+        for label, controller_epoch, broker_epoch, stops in [
+            ("older leader epoch", 1, epoch, [("t", 0, 2, True)]),
+            ("without delete", 1, epoch, [("t", 1, 5, False)]),
+            ("older controller epoch", 0, epoch, [("t", 0, -2, True)]),
+            ("older broker epoch", 1, epoch - 1, [("t", 0, -2, True)]),
+            ("unknown partition", 1, epoch, [("zz", 0, -2, True)]),
+            ("delete", 1, epoch, [("t", 0, -2, True)]),
+        ]:
+            r = await controller.stop_replica(1, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+                                              parts=stops)
+            out.append((f"StopReplica, {label}", stop_replica(r)))
+        for p in (0, 1):
+            _, r = await client.produce("t", p, b"x")
+            out.append((f"Produce t-{p} after StopReplica", r.error_code, r.current_leader.leader_id,
+                        r.current_leader.leader_epoch))
+        r = await controller.update_metadata(1, controller_epoch=0, broker_epoch=epoch, live=live)
+        out.append(("UpdateMetadata, older controller epoch", r.error_code))
+        r = await controller.update_metadata(1, controller_epoch=1, broker_epoch=epoch - 1, live=live)
+        out.append(("UpdateMetadata, older broker epoch", r.error_code))
+        r = await controller.update_metadata(1, controller_epoch=2, broker_epoch=epoch, live=live[:1], topic_ids=ids,
+                                             parts=[Part("t", 2, -2, 0, [2], [2, 3])], controller_id=8)
+        out.append(("UpdateMetadata, partial from a new controller", r.error_code))
+        out.append(("Metadata after", view(await client.metadata())))
+    finally:
+        await client.close()
+        await controller.close()
+    return out
+
+
+@pytest.mark.slow
+async def test_controller_requests_are_answered_as_kafka_39_does(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    theirs_zk = await take_controller_seat(zookeeper, "/kafka39")
+    ours_zk = await take_controller_seat(zookeeper, "/odradek")
+    kafka = ZkModeKafka(tmp_path / "kafka", zookeeper.connect_string("/kafka39"))
+    ours = BrokerProcess(tmp_path / "ours", zookeeper_connect=zookeeper.connect_string("/odradek"), broker_id=1,
+                         overrides=["broker.rack=rack-a"])
+    try:
+        await asyncio.gather(asyncio.to_thread(kafka.start), asyncio.to_thread(ours.start))
+        theirs_answers = await conversation(kafka.port, theirs_zk)
+        our_answers = await conversation(ours.port, ours_zk)
+    finally:
+        await asyncio.gather(asyncio.to_thread(ours.stop), asyncio.to_thread(kafka.stop))
+        for kzk in (theirs_zk, ours_zk):
+            await kzk.zk.close()
+    different = [(t, o) for t, o in zip(theirs_answers, our_answers, strict=True) if t != o]
+    assert not different, "\n".join(f"Kafka: {t}\nours:  {o}" for t, o in different)
+    # and the conversation said what it should
+    answers = dict((a[0], a[1:]) for a in our_answers)
+    assert answers["Produce t-1"][0] == 6 and answers["Produce t-1"][2:4] == (2, 5)  # KIP-951
+    assert answers["LeaderAndIsr, older broker epoch"][0] == 77
+    assert answers["StopReplica, older leader epoch"] == ((0, [("t", 0, 74)]),)

@@ -12,7 +12,7 @@ import pytest
 
 from controller.zk.event_manager import TopicChange
 from tests.cluster.controller_env import WAIT, ControllerEnv, first_active, idle
-from tests.cluster.recording_broker import LEADER_AND_ISR, UPDATE_METADATA
+from tests.cluster.recording_broker import LEADER_AND_ISR, UPDATE_METADATA, RecordingBroker
 from tests.cluster.zk_proxy import ZkProxy
 from tests.zookeeper import ZooKeeperServer
 
@@ -131,6 +131,19 @@ async def test_startup_tells_every_broker_the_live_brokers_then_the_partition_st
     topic_id = c.controller_context.topic_ids["pre"]
     # the topic had no id: the controller gave it one, in the topic znode
     assert (await env.znode_json("/brokers/topics/pre"))[0]["topic_id"] is not None
+
+    def seen(b: RecordingBroker) -> dict[int, tuple[int, int, list[int]]]:
+        """The partition states of the UpdateMetadata requests a broker received, latest wins."""
+        out = {}
+        for um in b.of(UPDATE_METADATA):
+            for t in um.topic_states:
+                for p in t.partition_states:
+                    out[p.partition_index] = (p.leader, p.leader_epoch, p.offline_replicas)
+        return out
+
+    final = {0: (2, 4, []), 1: (2, 0, []), 2: (1, 4, [4])}
+    for b in brokers.values():  # requests travel after the controller is done: wait for the last
+        await b.wait_for(lambda b: seen(b) == final)
     for b in brokers.values():
         first = b.requests[0]
         assert first.api_key == UPDATE_METADATA and first.version == 8
@@ -158,11 +171,3 @@ async def test_startup_tells_every_broker_the_live_brokers_then_the_partition_st
     last = [s for s, _ in lai[1] if s.partition_index == 2][-1]
     assert (last.leader, last.leader_epoch, last.isr, last.partition_epoch) == (1, 4, [1], version)
     assert all(t.topic_id == topic_id for r in brokers[2].of(LEADER_AND_ISR) for t in r.topic_states)
-    # the final UpdateMetadata each broker got describes all three partitions as now
-    for b in brokers.values():
-        seen = {}
-        for um in b.of(UPDATE_METADATA):
-            for t in um.topic_states:
-                for p in t.partition_states:
-                    seen[p.partition_index] = (p.leader, p.leader_epoch, p.offline_replicas)
-        assert seen == {0: (2, 4, []), 1: (2, 0, []), 2: (1, 4, [4])}

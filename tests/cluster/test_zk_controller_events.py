@@ -121,9 +121,11 @@ async def test_a_broker_leaving_and_coming_back(env):
     for p, want in expected.items():
         assert await env.znode_json(f"/brokers/topics/t/partitions/{p}/state") == want
     for i in (1, 3):
-        um = {s.partition_index: (s.leader, s.isr, s.offline_replicas)
-              for _, s in partition_states(brokers[i], UPDATE_METADATA, "t", marks[i])}
-        assert um[0] == (1, [1, 3], [2]) and um[1] == (1, [1, 3], [2]) and um[3] == (-1, [2], [2])
+        def um(b: RecordingBroker, i: int = i) -> dict[int, Any]:
+            return {s.partition_index: (s.leader, s.isr, s.offline_replicas)
+                    for _, s in partition_states(b, UPDATE_METADATA, "t", marks[i])}
+        await brokers[i].wait_for(lambda b, um=um: {p: um(b).get(p) for p in (0, 1, 3)} == {
+            0: (1, [1, 3], [2]), 1: (1, [1, 3], [2]), 3: (-1, [2], [2])})
         live = [r.request for r in brokers[i].requests[marks[i]:] if r.api_key == UPDATE_METADATA][-1].live_brokers
         assert sorted(x.id for x in live) == [1, 3]
     assert set(c.controller_channel_manager.broker_state_info) == {1, 3}

@@ -124,14 +124,15 @@ async def test_controlled_shutdown_moves_leaderships_off_the_broker(env):
         "controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1, "isr": [1, 3]}
     assert (await env.znode_json("/brokers/topics/t/partitions/1/state"))[0] == {
         "controller_epoch": 1, "leader": 1, "version": 1, "leader_epoch": 1, "isr": [1, 3]}
-    # broker 2 is told it follows p0 now, and to stop its p1 replica (not delete it)
-    lai = [s for r in b2.requests[mark:] if r.api_key == LEADER_AND_ISR for t in r.request.topic_states
-           for s in t.partition_states]
-    assert [(s.partition_index, s.leader, s.leader_epoch) for s in lai] == [(0, 1, 1)]
-    stops = [s for r in b2.requests[mark:] if r.api_key == STOP_REPLICA for t in r.request.topic_states
-             for s in t.partition_states]
-    # (twice, as Kafka's: doControlledShutdown's own, then the OfflineReplica transition's)
+    # broker 2 is told it follows p0 now, and to stop its p1 replica (not delete it) -- twice, as
+    # Kafka's: doControlledShutdown's own StopReplica, then the OfflineReplica transition's
+    def told(b: RecordingBroker, kind: int) -> list[Any]:
+        return [s for r in b.requests[mark:] if r.api_key == kind for t in r.request.topic_states
+                for s in t.partition_states]
+    stops = await b2.wait_for(lambda b: len(told(b, STOP_REPLICA)) >= 2 and told(b, STOP_REPLICA))
     assert [(s.partition_index, s.delete_partition) for s in stops] == [(1, False), (1, False)]
+    lai = await b2.wait_for(lambda b: told(b, LEADER_AND_ISR))
+    assert [(s.partition_index, s.leader, s.leader_epoch) for s in lai] == [(0, 1, 1)]
     assert 2 in c.controller_context.shutting_down_broker_ids
 
 

@@ -213,10 +213,10 @@ def status(directory: Path, timeout_s: float) -> None:
         return
     bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in live)
     with admin_client(bootstrap, timeout_s) as admin:
-        meta = admin._client.cluster  # kafka-python keeps the last Metadata here
         described = admin.describe_topics()
-        controller = admin.describe_cluster().get("controller_id")
-    click.echo(f"registered brokers: {sorted(b.nodeId for b in meta.brokers())}; controller: {controller}")
+        info = admin.describe_cluster()
+    registered = sorted(b["broker_id"] for b in info["brokers"])
+    click.echo(f"cluster {info['cluster_id']}: brokers {registered}; controller: {info['controller_id']}")
     offline, under = [], []
     for t in described:
         for p in t["partitions"]:

@@ -1,5 +1,6 @@
-"""`odradek cluster` against a real ZooKeeper and real processes: zk-dump prints Kafka's znodes,
-and an `up` whose brokers cannot start stops what it started and says why."""
+"""`odradek cluster` against a real ZooKeeper and real processes: up/status/down of three brokers
+in ZooKeeper mode, zk-dump prints Kafka's znodes, and an `up` whose brokers cannot start stops
+what it started and says why."""
 
 from __future__ import annotations
 
@@ -62,3 +63,63 @@ def test_up_whose_broker_cannot_start_stops_zookeeper_and_says_why(tmp_path: Pat
 
     assert not serves("127.0.0.1", zk_port), "the ZooKeeper `up` started is still running"
     assert not (tmp_path / "c" / "cluster.json").exists()
+
+
+def test_up_status_down_of_a_three_broker_cluster(tmp_path: Path) -> None:
+    """`up` starts ZooKeeper and 3 brokers that elect a controller; a topic with RF 3 spreads its
+    leaders; `status` sees a broker that was killed (its partitions under-replicated, a new
+    controller); `down` stops everything."""
+    d = tmp_path / "c"
+    zk_port, port = free_port(), _consecutive_free_ports(3)
+    up = odradek("cluster", "up", "--dir", str(d), "--brokers", "3", "--zookeeper-port", str(zk_port),
+                 "--port", str(port), "--timeout", "60")
+    state = json.loads((d / "cluster.json").read_text()) if (d / "cluster.json").exists() else None
+    try:
+        assert up.returncode == 0, up.stderr
+        bootstrap = f"127.0.0.1:{port},127.0.0.1:{port + 1},127.0.0.1:{port + 2}"
+        assert f"bootstrap: {bootstrap}" in up.stdout
+        created = odradek("topics", "create", "t", "--partitions", "6", "--replication-factor", "3", "-b", bootstrap)
+        assert created.returncode == 0, created.stderr
+        status = odradek("cluster", "status", "--dir", str(d))
+        assert status.returncode == 0, status.stderr
+        assert "brokers [0, 1, 2]" in status.stdout and "offline: 0; under-replicated: 0" in status.stdout
+        described = odradek("topics", "describe", "t", "-b", bootstrap)
+        leaders = sorted(line.split("Leader: ")[1].split()[0] for line in described.stdout.splitlines() if "Leader:" in line)
+        assert leaders == ["0", "0", "1", "1", "2", "2"], described.stdout
+        import os
+        import signal
+
+        os.kill(state["brokers"][2]["pid"], signal.SIGKILL)
+        for _ in range(60):  # the controller notices within the ZooKeeper session (18 s), bounded
+            status = odradek("cluster", "status", "--dir", str(d))
+            if "brokers [0, 1]" in status.stdout and "under-replicated: 6" in status.stdout:
+                break
+        assert "broker 2 127.0.0.1" in status.stdout and "NOT RUNNING" in status.stdout
+        assert "brokers [0, 1]" in status.stdout and "offline: 0; under-replicated: 6" in status.stdout, status.stdout
+    finally:
+        down = odradek("cluster", "down", "--dir", str(d))
+    assert down.returncode == 0, down.stderr
+    assert not (d / "cluster.json").exists()
+    from clients.zookeeper_server import serves
+
+    assert not serves("127.0.0.1", zk_port)
+
+
+def _consecutive_free_ports(n: int) -> int:
+    """A port p with p .. p+n-1 free (`up` gives broker i the port p + i)."""
+    import random
+    import socket
+
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000)
+        if all(free(base + i) for i in range(n)):
+            return base
+    raise AssertionError(f"no {n} consecutive free ports")

@@ -7,12 +7,16 @@
 * Other key types: INVALID_REQUEST. v0 has no key_type (always group).
 * v1+ carry an error message (Kafka sends the error's message, "NONE" on success); v4 batches keys
   in `coordinator_keys` and answers per key in `coordinators`.
+* ZooKeeper mode: the leader comes from the MetadataCache, with its endpoint on the client's
+  listener; until the controller's UpdateMetadata shows the topic (just created) or a live leader
+  of the partition, COORDINATOR_NOT_AVAILABLE (clients retry), as Kafka answers.
 """
 
 from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.group.coordinator import GROUP_METADATA_TOPIC
 from protocol.errors import ErrorCode, error_info
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.find_coordinator_response import Coordinator
@@ -26,9 +30,17 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     gc = ctx.server.group_coordinator  # an empty key is a group too ("" may commit offsets)
     if not gc.ensure_offsets_topic():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    topic = ctx.server.metadata_cache.topics[gc._topic.name]
+    cache = ctx.server.metadata_cache
+    if ctx.server.zk_mode:
+        partition = cache.partition(GROUP_METADATA_TOPIC, gc.partition_for(key))
+        node = cache.brokers.get(partition.leader) if partition is not None else None
+        endpoint = node.endpoint(ctx.connection.listener.name) if node is not None else None
+        if node is None or endpoint is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ErrorCode.NONE, node.broker_id, endpoint[0], endpoint[1]
+    topic = cache.topics[gc._topic.name]
     leader = topic.partitions[gc.partition_for(key)].leader
-    node = ctx.server.metadata_cache.brokers.get(leader)
+    node = cache.brokers.get(leader)
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return ErrorCode.NONE, node.broker_id, node.host, node.port
@@ -41,6 +53,8 @@ async def _hosted(ctx: RequestContext, keys: list[str]) -> bool:
     be written (a full disk): the keys are answered COORDINATOR_NOT_AVAILABLE, which clients
     retry."""
     gc = ctx.server.group_coordinator
+    if ctx.server.zk_mode:  # the coordinator may be another broker: its hosting is its own
+        return True
     if any(not gc.is_coordinator_for(k) for k in keys):
         return await ctx.committed() is None
     return True

@@ -538,14 +538,18 @@ async def test_a_single_node_neither_advertises_nor_serves_controller_requests(s
 def test_three_brokers_create_topics_and_clients_follow_the_leaders(zookeeper, start_broker):
     """No test controller: one broker is elected, CreateTopics through another goes to ZooKeeper,
     the controller's LeaderAndIsr/UpdateMetadata make each broker host and lead its share, every
-    broker's Metadata agrees, and kafka-python produces and consumes across them."""
+    broker's Metadata agrees, and kafka-python produces and consumes across them, with a consumer
+    group whose coordinator is the leader of its offsets partition."""
     with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.admin import NewTopic
 
     connect = zookeeper.connect_string(CHROOT)
-    brokers = [start_broker(i, connect, f"broker.rack=rack-{i}") for i in (1, 2, 3)]
+    # RF 1 for __consumer_offsets: the group's acks=all appends need no follower (replication is
+    # the next issue's)
+    brokers = [start_broker(i, connect, f"broker.rack=rack-{i}", "offsets.topic.replication.factor=1",
+                            "offsets.topic.num.partitions=6", "group.initial.rebalance.delay.ms=0") for i in (1, 2, 3)]
     admin = KafkaAdminClient(bootstrap_servers=brokers[1].bootstrap, request_timeout_ms=20_000)
     try:
         result = admin.create_topics([NewTopic("spread", 6, 1), NewTopic("replicated", 3, 3)])
@@ -584,11 +588,20 @@ def test_three_brokers_create_topics_and_clients_follow_the_leaders(zookeeper, s
         producer.flush(20)
     finally:
         producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=brokers[2].bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=5000)
+    # a consumer group: its coordinator is the leader of its __consumer_offsets partition
+    consumer = KafkaConsumer(group_id="g", bootstrap_servers=brokers[2].bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    values: list[bytes] = []
     try:
-        consumer.assign([TopicPartition("spread", n) for n in range(6)])
-        values = sorted(m.value for m in consumer)
+        consumer.subscribe(["spread"])
+        consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost rejoin otherwise)
+        deadline = time.monotonic() + WAIT
+        while len(values) < 60 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        consumer.commit()
+        committed = {n: consumer.committed(TopicPartition("spread", n)) for n in range(6)}
     finally:
         consumer.close()
-    assert values == sorted(b"v%d" % n for n in range(60))
+    assert sorted(values) == sorted(b"v%d" % n for n in range(60))
+    assert committed == dict.fromkeys(range(6), 10)

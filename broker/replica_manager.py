@@ -456,6 +456,8 @@ class _ZkReplicaState:
             state = PartitionState(st.partition_index, list(st.replicas), self.broker_id, st.leader_epoch,
                                    list(st.isr), st.partition_epoch)
             p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset)
+            log_.maybe_assign_epoch_start_offset(st.leader_epoch, log_.log_end_offset)
             scl.info(f"Leader {_tp(tp)} with topic id {_kafka_uuid(topic_id)} starts at leader epoch "
                      f"{st.leader_epoch} from offset {log_.log_end_offset} with partition epoch {st.partition_epoch}, "
                      f"high watermark {log_.high_watermark}, ISR {_ids(st.isr)}, adding replicas "

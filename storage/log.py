@@ -717,6 +717,13 @@ class Log:
         self._producer_state.apply_append(analysis, last_offset + 1)
         self._update_first_unstable_offset()
 
+    @_locked
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Kafka's UnifiedLog.maybeAssignEpochStartOffset: a broker that becomes leader records
+        where its epoch starts (its log end offset) before any append, so OffsetForLeaderEpoch
+        answers for the new epoch and the ones before it at once (written by the next flush)."""
+        self._assign_epoch(leader_epoch, start_offset)
+
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
         cache = self.leader_epoch_cache
         if cache is not None and leader_epoch >= 0:

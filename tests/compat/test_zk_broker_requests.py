@@ -78,6 +78,9 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
                                             leaders=[(1, port), (2, GHOST_PORT)])
         out.append(("LeaderAndIsr", r.error_code, sorted(partition_errors(r).items())))
         out.append(("Metadata", view(await client.metadata())))
+        for requested in (3, 2):  # a new leader records where its epoch starts before any append
+            r = await client.offset_for_leader_epoch("t", 0, requested)
+            out.append((f"OffsetForLeaderEpoch t-0 epoch {requested}", r.error_code, r.leader_epoch, r.end_offset))
         for p in (0, 1, 2):
             resp, r = await client.produce("t", p, b"x")
             out.append((f"Produce t-{p}", r.error_code, r.base_offset, r.current_leader.leader_id,

@@ -77,11 +77,17 @@ async def cluster(zookeeper: ZooKeeperServer) -> AsyncIterator[tuple[ControllerE
                     image[0] = apply_update_metadata(image[0], req)
                     zc.metadata_updated()
 
+            # every broker listens before any controller starts: broker 1, once elected, sends
+            # UpdateMetadata to broker 2 too, possibly before broker 2's controller exists
             env.brokers[i].on_request.append(on_request)
             brokers[i] = Broker(zc, image)
+        for i in (1, 2):
+            zc = brokers[i].controller
             zc.startup()
             # broker 1 is elected before broker 2 runs (the tests make changes through either)
             await zc.kafka_controller.wait_until(lambda c: c.active_controller_id == 1, WAIT)
+        for i in (1, 2):
+            await env.brokers[i].wait_for(lambda b: b.of(UPDATE_METADATA))
         await idle(*(b.controller.kafka_controller for b in brokers.values()))
         yield env, brokers
     finally:

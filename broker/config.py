@@ -112,6 +112,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("zookeeper.connect", "string", None, "ZooKeeper connect string (host:port[,host:port][/chroot]); unset = single-node embedded metadata."),
     D("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout: a broker silent this long loses its registration (/brokers/ids/<id>) and re-registers with a new broker epoch.", _at_least(1), "[1,...]"),
     D("zookeeper.connection.timeout.ms", "int", None, "Longest wait for the ZooKeeper connection at start-up; default: zookeeper.session.timeout.ms."),
+    D("controlled.shutdown.enable", "bool", True, "ZooKeeper mode only (not a single node): on SIGTERM, ask the controller to move this broker's leaderships to other replicas before stopping."),
+    D("controlled.shutdown.max.retries", "int", 3, "ControlledShutdown attempts (each waits for the controller's answer) before stopping anyway.", _at_least(0), "[0,...]"),
+    D("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between ControlledShutdown attempts (the controller unreachable, or leaderships it could not move yet).", _at_least(0), "[0,...]"),
     D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper and used by rack-aware replica assignment."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
 )

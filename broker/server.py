@@ -44,6 +44,7 @@ import structlog
 from broker import loop_audit
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig, security_protocols
+from broker.controlled_shutdown import ControlledShutdown
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
@@ -178,7 +179,7 @@ class BrokerServer:
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
             config=KafkaControllerConfig(
                 cfg.broker_id,
-                inter_broker_listener_name=cfg.originals.get("inter.broker.listener.name") or "PLAINTEXT",
+                inter_broker_listener_name=self.inter_broker_listener_name,
                 delete_topic_enable=cfg["delete.topic.enable"],
                 unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
                 request_timeout_ms=cfg["request.timeout.ms"]),
@@ -380,6 +381,7 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         log.info("shutting down")
+        await self._controlled_shutdown()  # still serving: the controller's requests reach us
         for callback in self.stopping_callbacks:
             callback()
         for server in self.servers:
@@ -430,6 +432,22 @@ class BrokerServer:
         await self._shutdown_zk_controller()
         await self._close_zookeeper()
         log.info("shut down cleanly")
+
+    async def _controlled_shutdown(self) -> None:
+        """ZooKeeper mode (controlled.shutdown.enable): the controller moves this broker's
+        leaderships away before the listeners close (KafkaServer.shutdown's first step)."""
+        cfg = self.config
+        if self.zk_registration is None or not self.started.is_set() or not cfg["controlled.shutdown.enable"]:
+            return
+        await ControlledShutdown(
+            self.zk_registration.kafka_zk, cfg.broker_id, self.broker_epoch, self.inter_broker_listener_name,
+            max_retries=cfg["controlled.shutdown.max.retries"],
+            retry_backoff_ms=cfg["controlled.shutdown.retry.backoff.ms"],
+            request_timeout_ms=cfg["request.timeout.ms"]).run()
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return self.config.originals.get("inter.broker.listener.name") or "PLAINTEXT"
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)

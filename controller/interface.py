@@ -16,11 +16,11 @@ Producer ids come from blocks a cluster allocates centrally, hence a coroutine.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.image import Listener, TopicState
 
-__all__ = ["Controller"]
+__all__ = ["ClusterController", "Controller"]
 
 
 class Controller(Protocol):
@@ -45,7 +45,8 @@ class Controller(Protocol):
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicState: ...
 
-    def set_broker_configs(self, configs: dict[str, str]) -> None: ...
+    def set_broker_configs(self, configs: dict[str, str], cluster_default: bool = False) -> None:
+        """This broker's dynamic configs, or (`cluster_default`) the whole cluster's."""
 
     async def allocate_producer_id(self) -> int: ...
 
@@ -53,3 +54,23 @@ class Controller(Protocol):
         """Wait until every change started so far is durable and applied."""
 
     def close(self) -> None: ...
+
+
+class ClusterController(Controller, Protocol):
+    """What only a cluster's controller answers (the ZooKeeper-mode requests between brokers and
+    the controller). Each is answered by the *active* controller; any other broker's raises (or
+    answers) NOT_CONTROLLER so that the asking broker or client looks the controller up again."""
+
+    @property
+    def is_active_controller(self) -> bool: ...
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[tuple[str, int]]:
+        """ControlledShutdown: move the broker's leaderships away; the partitions it still leads.
+        Raises KafkaProtocolError (NOT_CONTROLLER, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE)."""
+
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition from a leader: the AlterPartitionResponse."""
+
+    async def elect_leaders(self, partitions: Any, election_type: str) -> dict[Any, Any]:
+        """ElectLeaders ("PREFERRED" or "UNCLEAN"): per (topic, partition) the leader elected, or
+        (error code, message)."""

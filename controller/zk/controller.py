@@ -897,8 +897,8 @@ class KafkaController:
         event.callback(result)
 
     async def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
-        """Move the broker's leaderships away; the partitions it still leads are returned (the
-        broker retries until none are left)."""
+        """Move the broker's leaderships away; the replicated partitions it still leads are
+        returned (the broker retries until none are left)."""
         if not self.is_active:
             raise ControllerMovedError("Controller moved to another broker. Aborting controlled shutdown")
         ctx = self.controller_context
@@ -928,7 +928,11 @@ class KafkaController:
             await self._handle_illegal_state(e)
         await self.replica_state_machine.handle_state_changes(
             [PartitionAndReplica(tp, broker_id) for tp in followed], ReplicaState.OfflineReplica)
-        return ctx.partition_leaders_on_broker(broker_id)
+        # Kafka's replicatedPartitionsBrokerLeads: a partition with no other replica cannot move
+        # and does not hold the shutdown up
+        return {tp for tp in ctx.partition_leaders_on_broker(broker_id)
+                if len(ctx.partition_replica_assignment(tp)) > 1
+                and not self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic)}
 
     # -- AlterPartition -------------------------------------------------------------------------
 

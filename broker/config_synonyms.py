@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 3, 4, 5
 # DescribeConfigsResponse.ConfigType, by ConfigDef type name
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
                 "class": 8, "password": 9}
@@ -84,13 +84,17 @@ class Synonym:
 
 
 def broker_key_synonyms(primary: str, dynamic: Mapping[str, str], static: Mapping[str, str],
-                        defaults: Mapping[str, str]) -> list[Synonym]:
+                        defaults: Mapping[str, str], dynamic_default: Mapping[str, str] | None = None,
+                        ) -> list[Synonym]:
     """Kafka's configSynonyms(primary, brokerSynonyms(primary)): the broker keys' values from each
-    source in precedence order, then everything before the first entry named `primary` dropped."""
+    source in precedence order (this broker's dynamic value, the cluster-wide dynamic default of
+    ZooKeeper mode, server.properties, the built-in default), then everything before the first
+    entry named `primary` dropped."""
     keys = broker_synonyms(primary)
     found = [Synonym(k, values[k], source)
-             for values, source in ((dynamic, DYNAMIC_BROKER_CONFIG), (static, STATIC_BROKER_CONFIG),
-                                    (defaults, DEFAULT_CONFIG))
+             for values, source in ((dynamic, DYNAMIC_BROKER_CONFIG),
+                                    (dynamic_default or {}, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                    (static, STATIC_BROKER_CONFIG), (defaults, DEFAULT_CONFIG))
              for k in keys if k in values]
     for i, s in enumerate(found):
         if s.name == primary:
@@ -99,10 +103,11 @@ def broker_key_synonyms(primary: str, dynamic: Mapping[str, str], static: Mappin
 
 
 def topic_synonyms(key: str, value: str | None, overrides: Mapping[str, str], dynamic: Mapping[str, str],
-                   static: Mapping[str, str], defaults: Mapping[str, str]) -> list[Synonym]:
+                   static: Mapping[str, str], defaults: Mapping[str, str],
+                   dynamic_default: Mapping[str, str] | None = None) -> list[Synonym]:
     """The synonyms of topic config `key` (its override first), as createTopicConfigEntry."""
     brokers = TOPIC_SYNONYMS.get(key)
-    found = broker_key_synonyms(brokers[0], dynamic, static, defaults) if brokers else []
+    found = broker_key_synonyms(brokers[0], dynamic, static, defaults, dynamic_default) if brokers else []
     if key in overrides:
         found.insert(0, Synonym(key, value, DYNAMIC_TOPIC_CONFIG))
     return found

@@ -4,7 +4,10 @@ here and nowhere else.
 
 Contents: the cluster id, the controller id, the live brokers with their endpoints and racks,
 every topic with its id, configs and partitions (replicas, leader, leader epoch, ISR), and the
-dynamic broker configs -- a ``controller.image.MetadataImage``. Single node: the embedded
+dynamic broker configs -- a ``controller.image.MetadataImage``. (ZooKeeper mode: topics carry no
+configs, as UpdateMetadata has none -- a topic's overrides are read from ZooKeeper; the dynamic
+broker configs, this broker's and the cluster default, are set by broker.dynamic_config's
+BrokerConfigHandler from /config/brokers.) Single node: the embedded
 controller's own image, shared (its changes are visible at once, on the event loop that makes
 them). In a cluster the cache is fed by the controller's UpdateMetadata requests; :meth:`update`
 replaces the image as one object, so a handler that took ``cache.image`` once reads a
@@ -105,6 +108,10 @@ class MetadataCache:
     def broker_configs(self) -> dict[str, str]:
         return self.image.broker_configs
 
+    @property
+    def broker_default_configs(self) -> dict[str, str]:
+        return self.image.broker_default_configs
+
     def topic(self, name: str) -> TopicState | None:
         return self.image.topics.get(name)
 
@@ -160,7 +167,8 @@ class MetadataCache:
                     "[MetadataCache brokerId=%d] Listeners are not identical across brokers: %s", broker_id,
                     {i: [f"{e.listener}://{e.host}:{e.port}" for e in b.endpoints] for i, b in brokers.items()})
         controller_id = request.controller_id if request.controller_id >= 0 else -1
-        self.image = MetadataImage(old.cluster_id, controller_id, brokers, topics, old.broker_configs)
+        self.image = MetadataImage(old.cluster_id, controller_id, brokers, topics, old.broker_configs,
+                                   old.broker_default_configs)
         for listener in list(self.listeners):
             listener(self.image)
         if states:

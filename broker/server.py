@@ -45,6 +45,7 @@ from broker import loop_audit
 from broker.apis.registry import load_all
 from broker.config import KafkaConfig, security_protocols
 from broker.controlled_shutdown import ControlledShutdown
+from broker.dynamic_config import ConfigRepository, dynamic_config_handlers
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
@@ -54,6 +55,7 @@ from controller.image import BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedController
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
 from controller.zk.client import ZooKeeperClientError
+from controller.zk.config_manager import ZkConfigManager, ZkConfigRepository
 from controller.zk.controller import KafkaControllerConfig
 from controller.zk.zk_controller import ZkController
 from protocol.errors import KafkaProtocolError
@@ -94,6 +96,8 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.log_cleaner: LogCleaner | None = None
         self.zk_registration: ZkBrokerRegistration | None = None
+        self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
+        self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
         self._zk_closed = False
         self.metadata_cache: MetadataCache = MetadataCache(MetadataImage(cluster_id="", controller_id=-1))
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
@@ -172,8 +176,16 @@ class BrokerServer:
         self.metadata_cache = MetadataCache(MetadataImage(cluster_id=cluster_id, controller_id=-1))
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
         self.replica_manager = ReplicaManager(self)
-        kafka_zk = self.zk_registration.kafka_zk  # the logs LeaderAndIsr creates take /config/topics/<t>
-        self.replica_manager.topic_config_source = lambda topic: kafka_zk.get_entity_configs("topics", topic)
+        kafka_zk = self.zk_registration.kafka_zk
+        # /config overrides applied now and at every change (the logs LeaderAndIsr creates take
+        # their topic's /config/topics/<t> through the topic handler)
+        self.config_repository = ZkConfigRepository(kafka_zk)
+        self.config_manager = ZkConfigManager(kafka_zk, dynamic_config_handlers(
+            cfg, self.metadata_cache, self.replica_manager, self.config_repository))
+        try:
+            await self.config_manager.startup()
+        except ZooKeeperClientError as e:
+            raise StartupError(f"Reading the config overrides from ZooKeeper failed: {e}") from e
         self.controller_channel = NetworkClient(NetworkClientConfig(client_id=str(cfg.broker_id)))
         self.controller = ZkController(
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
@@ -254,6 +266,8 @@ class BrokerServer:
         """End the ZooKeeper session once (the registration goes with it)."""
         if self.zk_registration is not None and not self._zk_closed:
             self._zk_closed = True
+            if self.config_manager is not None:
+                await self.config_manager.shutdown()
             try:
                 await self.zk_registration.close()
             except Exception:

@@ -116,7 +116,10 @@ class MetadataImage:
     controller_id: int
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicState] = field(default_factory=dict)
-    broker_configs: dict[str, str] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)  # this broker's dynamic configs
+    # ZooKeeper mode: the cluster-wide dynamic broker configs (/config/brokers/<default>), below
+    # this broker's own in precedence
+    broker_default_configs: dict[str, str] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for t in self.topics.values():

@@ -316,7 +316,8 @@ class EmbeddedController:
         self._notify("changed", topic)
         return topic
 
-    def set_broker_configs(self, configs: dict[str, str]) -> None:
+    def set_broker_configs(self, configs: dict[str, str], cluster_default: bool = False) -> None:
+        """A single node's dynamic configs are the cluster's: `cluster_default` changes nothing."""
         self.image.broker_configs = dict(configs)
         self._save()
 

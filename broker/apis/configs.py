@@ -8,15 +8,26 @@ v0-1) for topics (resource type 2) and brokers (4).
 * Describe answers every topic config with its source, synonyms (v1+ include_synonyms), ConfigDef
   type (v3+) and documentation (v3+ include_documentation) as Kafka's ConfigHelper does
   (broker/config_synonyms.py): DYNAMIC_TOPIC_CONFIG (1) for overrides, then the broker keys that
-  give the default, from dynamic (2), server.properties (4) or built-in (5) values. Broker
+  give the default, from dynamic (2, 3), server.properties (4) or built-in (5) values. Broker
   resources answer the broker's settings; dynamic broker overrides are stored and described
-  (DYNAMIC_BROKER_CONFIG, 2, not read-only) but take effect after a restart. A topic name is
-  validated first (INVALID_TOPIC_EXCEPTION), as Kafka's Topic.validate.
+  (DYNAMIC_BROKER_CONFIG, 2, not read-only) -- a single node does not apply them (not even after
+  a restart); ZooKeeper mode: below. A topic name is validated first (INVALID_TOPIC_EXCEPTION),
+  as Kafka's Topic.validate.
 * IncrementalAlterConfigs first checks each resource's shape as Kafka's ConfigAdminManager.preprocess
   does (INVALID_REQUEST, nothing changes): a resource named twice, a config key named twice, a
   null value for any operation but DELETE.
 * validate_only checks and changes nothing. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; a broker
   id other than ours: INVALID_REQUEST.
+* ZooKeeper mode, as Kafka's ZkAdminManager / ZkConfigRepository: a topic's overrides are read from
+  /config/topics/<t> by Describe and by IncrementalAlterConfigs (which changes what ZooKeeper has,
+  so a change acknowledged by any broker is never lost to another's stale view); broker
+  resources answer this broker's dynamic configs as its ZkConfigManager last applied them, the
+  cluster-wide `<default>` ones with source DYNAMIC_DEFAULT_BROKER_CONFIG (3). The broker
+  resource named "" is the cluster default: Describe lists its keys only, Alter and
+  IncrementalAlter change /config/brokers/<default>. Dynamic broker configs that set a
+  topic-config default (log.retention.ms, message.max.bytes, ...) take effect on every broker
+  they reach (broker/dynamic_config.py). A topic's effective values use the broker's current
+  log defaults.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from broker.apis.registry import api
 from broker.config import CONFIGS, DEFINITIONS, ConfigError, parse_value
 from broker.config_synonyms import (
     CONFIG_TYPES,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
     TOPIC_SYNONYMS,
     UNKNOWN_TYPE,
     Synonym,
@@ -36,6 +48,7 @@ from broker.config_synonyms import (
     topic_synonyms,
 )
 from broker.context import RequestContext
+from broker.dynamic_config import DEFAULT_ENTITY
 from controller.image import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import (
@@ -74,6 +87,7 @@ class _BrokerSources:
     def __init__(self, ctx: RequestContext) -> None:
         cfg = ctx.server.config
         self.dynamic = dict(ctx.server.metadata_cache.broker_configs)
+        self.dynamic_default = dict(ctx.server.metadata_cache.broker_default_configs)
         self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS}
         self.defaults = {d.key: _text(d.default) for d in DEFINITIONS if d.default is not None}
         topic_defaults = LogConfig().to_props()
@@ -92,7 +106,9 @@ def _documentation(key: str, resource_type: int) -> str:
 
 
 def _topic_defaults(ctx: RequestContext) -> LogConfig:
-    return LogConfig.from_props(ctx.server.config.topic_defaults())
+    """The log defaults the broker runs with (ZooKeeper mode: with the dynamic broker configs)."""
+    rm = ctx.server.replica_manager
+    return LogConfig.from_props(rm.topic_defaults if rm is not None else ctx.server.config.topic_defaults())
 
 
 def _topic(ctx: RequestContext, name: str) -> Any:
@@ -100,6 +116,24 @@ def _topic(ctx: RequestContext, name: str) -> Any:
     if topic is None:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
     return topic
+
+
+async def _topic_overrides(ctx: RequestContext, name: str) -> dict[str, str]:
+    """The topic's overrides: from ZooKeeper in ZooKeeper mode (the topic must be in the
+    metadata cache first, as Kafka checks), else from the metadata."""
+    topic = _topic(ctx, name)
+    repository = ctx.server.config_repository
+    if repository is None:
+        return dict(topic.configs)
+    return await _read(repository.topic_config(name), f"topic {name}")
+
+
+async def _read(aw: Any, what: str) -> dict[str, str]:
+    try:
+        return await aw
+    except Exception as e:  # ZooKeeper unreachable: this resource's error, not the connection's
+        raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"Reading the configs of {what} from ZooKeeper failed: {e}") from None
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
@@ -129,20 +163,30 @@ async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> Describe
             entries: list[tuple[str, str | None, list[Synonym], str | None, bool]] = []
             if res.resource_type == TOPIC:
                 validate_topic_name(res.resource_name)
-                overrides = _topic(ctx, res.resource_name).configs
+                overrides = await _topic_overrides(ctx, res.resource_name)
                 effective = LogConfig.from_props(overrides, _topic_defaults(ctx)).to_props()
                 for key, value in sorted(effective.items()):
                     synonyms = topic_synonyms(key, value, overrides, sources.dynamic, sources.static,
-                                              sources.defaults)
+                                              sources.defaults, sources.dynamic_default)
                     entries.append((key, value, synonyms, topic_config_kind(key), False))
+            elif res.resource_type == BROKER and res.resource_name == "" and ctx.server.zk_mode:
+                # the cluster default (Kafka's perBrokerConfig = false): its own keys, and of the
+                # synonyms only the cluster default's (as Kafka 3.9 answers)
+                for key, value in sorted(sources.dynamic_default.items()):
+                    synonyms = [s for s in broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
+                                                               sources.dynamic_default)
+                                if s.source == DYNAMIC_DEFAULT_BROKER_CONFIG]
+                    d = CONFIGS.get(key)
+                    entries.append((key, value, synonyms, d.type if d is not None else None, False))
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
                 for key, value in sorted(ctx.server.config.values.items()):
-                    synonyms = broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults)
-                    if key in sources.dynamic:
-                        value = sources.dynamic[key]
-                    # dynamic broker overrides are stored but take effect after a restart
-                    entries.append((key, _text(value), synonyms, CONFIGS[key].type, key not in sources.dynamic))
+                    synonyms = broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
+                                                   sources.dynamic_default)
+                    dynamic = sources.dynamic.get(key, sources.dynamic_default.get(key))
+                    if dynamic is not None:
+                        value = dynamic
+                    entries.append((key, _text(value), synonyms, CONFIGS[key].type, dynamic is None))
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             for key, value, synonyms, kind, read_only in entries:
@@ -182,7 +226,7 @@ def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], valid
         except ConfigError as e:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(e)) from None
     if not validate_only:
-        ctx.server.controller.set_broker_configs(configs)
+        ctx.server.controller.set_broker_configs(configs, cluster_default=name == "")
 
 
 @api(33, 0, 2)
@@ -217,6 +261,16 @@ def _check_incremental_shape(res: Any, resource_counts: Counter[tuple[int, str]]
         raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(null_updates))
 
 
+async def _broker_overrides(ctx: RequestContext, name: str, cached: dict[str, str]) -> dict[str, str]:
+    """The dynamic configs an IncrementalAlterConfigs of broker resource `name` starts from:
+    ZooKeeper's (`<default>` for ""), else the metadata's."""
+    repository = ctx.server.config_repository
+    if repository is None:
+        return dict(cached)
+    entity = DEFAULT_ENTITY if name == "" else name
+    return await _read(repository.broker_config(entity), f"broker {entity}")
+
+
 @api(44, 0, 1)
 async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
@@ -229,11 +283,11 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
         try:
             _check_incremental_shape(res, resource_counts)
             if res.resource_type == TOPIC:
-                current = dict(_topic(ctx, res.resource_name).configs)
+                current = await _topic_overrides(ctx, res.resource_name)
                 effective = LogConfig.from_props(current, _topic_defaults(ctx)).to_props()
             elif res.resource_type == BROKER:
                 _check_broker(ctx, res.resource_name)
-                current = dict(image.broker_configs)
+                current = await _broker_overrides(ctx, res.resource_name, image.broker_configs)
                 effective = dict(current)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")

@@ -244,6 +244,7 @@ class _ZkReplicaState:
     _state_change_lock: asyncio.Lock
     fetch_purgatory: DelayedOperationPurgatory[DelayedFetch]
     produce_purgatory: DelayedOperationPurgatory[DelayedProduce]
+    leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]]
 
     if TYPE_CHECKING:
         @property
@@ -340,6 +341,10 @@ class _ZkReplicaState:
             self.empty_partitions.update(
                 tp for st in states if (tp := (st.topic_name, st.partition_index)) not in self.partitions
                 and tp not in self.offline)
+            applied = [(st.topic_name, st.partition_index) for st in leaders + followers
+                       if responses.get((st.topic_name, st.partition_index)) == ErrorCode.NONE]
+            self._leadership_changed([tp for tp in applied if (p := self.partitions.get(tp)) and p.is_leader],
+                                     [tp for tp in applied if (p := self.partitions.get(tp)) and not p.is_leader])
             scl.info(f"Finished LeaderAndIsr request in {int((time.monotonic() - started) * 1000)}ms correlationId "
                      f"{correlation_id} from controller {controller_id} for {len(states)} partitions")
             return responses
@@ -505,6 +510,19 @@ class _ZkReplicaState:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
 
+    def _leadership_changed(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        """Tell the coordinators which partitions this broker now leads and which it stopped
+        leading (Kafka's onLeadershipChange callback, run under the state change lock so they
+        see the changes in order)."""
+        if not leaders and not followers:
+            return
+        for listener in self.leadership_listeners:
+            try:
+                listener(leaders, followers)
+            except Exception:
+                self.state_change_logger.error(f"A leadership listener failed on leaders {leaders} and followers "
+                                               f"{followers}")
+
     async def stop_replicas(self, correlation_id: int, request: Any, version: int) -> tuple[dict[TopicPartition, int], int]:
         """StopReplica (Kafka's stopReplicas): per partition NONE or why not, and the request's
         error (STALE_CONTROLLER_EPOCH from an older controller, nothing done). A hosted partition
@@ -558,6 +576,7 @@ class _ZkReplicaState:
                               f"correlation id {correlation_id} epoch {controller_epoch} for partition {_tp(tp)} due "
                               f"to an unexpected {type(e).__name__} exception: {e}")
                     responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            self._leadership_changed([], [tp for tp in doomed if responses[tp] == ErrorCode.NONE])
             return responses, ErrorCode.NONE
 
     def _delete_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, Exception]:
@@ -622,6 +641,8 @@ class ReplicaManager(_ZkReplicaState):
         # replica, another topic id): Kafka keeps an empty Partition for them until StopReplica
         # deletes it, so clients get NOT_LEADER_OR_FOLLOWER with no known leader (-1, -1)
         self.empty_partitions: set[TopicPartition] = set()
+        # told of leadership changes the controller's requests make (the group coordinator)
+        self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
         self.state_change_logger = StateChangeLogger(self.broker_id)
         # ZooKeeper mode: reads a topic's config overrides (/config/topics/<t>) for the logs
         # LeaderAndIsr creates (Kafka's ZkConfigRepository); set by the server

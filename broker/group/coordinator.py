@@ -216,6 +216,11 @@ class GroupCoordinator:
         self.max_group_size: int = cfg["group.max.size"]
         self.retention_check_interval_ms: int = cfg["offsets.retention.check.interval.ms"]
         self.groups: dict[str, GroupMetadata] = {}
+        # ZooKeeper mode: offsets partitions whose groups are being loaded since this broker became
+        # their leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and a counter per partition that
+        # each election and resignation moves on, so a load finishing after a resignation is dropped
+        self.loading_partitions: set[int] = set()
+        self._partition_generation: dict[int, int] = {}
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory("Heartbeat")
         self.rebalance_purgatory: DelayedOperationPurgatory[DelayedJoin | DelayedSync] = DelayedOperationPurgatory(
             "Rebalance"
@@ -229,6 +234,7 @@ class GroupCoordinator:
         await self.load()
         if self.server.controller is not None:  # ZooKeeper mode: none until one is wired in
             self.server.controller.add_listener(self.on_metadata_change)
+        self.server.replica_manager.leadership_listeners.append(self.on_leadership_change)
         self.server._spawn(self._expire_periodically())
 
     async def _expire_periodically(self) -> None:
@@ -314,10 +320,82 @@ class GroupCoordinator:
         """Shutdown: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR (Kafka's
         onResignation), so draining does not wait for rebalance timeouts."""
         for group in self.groups.values():
-            for member in group.members.values():
-                _resolve(group.take_join_future(member), JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
-                fut, member.sync_future = member.sync_future, None
-                _resolve(fut, SyncResult(ErrorCode.NOT_COORDINATOR))
+            self._fail_pending(group)
+
+    def _fail_pending(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            _resolve(group.take_join_future(member), JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
+            fut, member.sync_future = member.sync_future, None
+            _resolve(fut, SyncResult(ErrorCode.NOT_COORDINATOR))
+
+    # -- leadership of __consumer_offsets partitions (ZooKeeper mode) ----------------------------
+
+    def on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        """LeaderAndIsr / StopReplica applied (Kafka's KafkaApis onLeadershipChange): load the
+        groups of the offsets partitions this broker now leads, unload those of the ones it
+        stopped leading, so the coordinator moves with the leadership."""
+        for topic, partition in leaders:
+            if topic == GROUP_METADATA_TOPIC:
+                self.on_election(partition)
+        for topic, partition in followers:
+            if topic == GROUP_METADATA_TOPIC:
+                self.on_resignation(partition)
+
+    def _next_generation(self, partition: int) -> int:
+        gen = self._partition_generation.get(partition, 0) + 1
+        self._partition_generation[partition] = gen
+        return gen
+
+    def on_election(self, partition: int) -> None:
+        """Kafka's GroupCoordinator.onElection: load the partition's groups and offsets in the
+        background; its groups answer COORDINATOR_LOAD_IN_PROGRESS until then."""
+        if partition in self.loading_partitions or any(self.partition_for(g) == partition for g in self.groups):
+            return  # loading, or loaded already (a new leader epoch of a partition we lead)
+        self.loading_partitions.add(partition)
+        self.server._spawn(self._load_partition(partition, self._next_generation(partition)))
+
+    async def _load_partition(self, partition: int, generation: int) -> None:
+        started = time.monotonic()
+        tp = (GROUP_METADATA_TOPIC, partition)
+        try:
+            p = self.server.replica_manager.partitions.get(tp)
+            if p is None or not p.is_leader:
+                return
+            entries = await asyncio.get_running_loop().run_in_executor(None, _read_key_values, p.log)
+            if self._partition_generation.get(partition) != generation:
+                return  # resigned (and maybe elected again) while reading: that one loads
+            self._apply_loaded(entries)
+            loaded = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
+            for group in loaded:
+                for member in group.members.values():
+                    self._complete_and_schedule_next_heartbeat(group, member)
+            log.info(f"Finished loading offsets and group metadata from {GROUP_METADATA_TOPIC}-{partition} in "
+                     f"{int((time.monotonic() - started) * 1000)} milliseconds", groups=len(loaded),
+                     records=len(entries))
+        except Exception:
+            log.exception("loading groups and offsets failed", partition=partition)
+        finally:
+            if self._partition_generation.get(partition) == generation:
+                self.loading_partitions.discard(partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """Kafka's GroupCoordinator.onResignation: drop the partition's groups from memory (its
+        parked joins and syncs answered NOT_COORDINATOR, so members find the new coordinator)."""
+        self._next_generation(partition)
+        self.loading_partitions.discard(partition)
+        unloaded = 0
+        for group_id, group in list(self.groups.items()):
+            if self.partition_for(group_id) != partition:
+                continue
+            log.info(f"Unloading group metadata for {group_id} with generation {group.generation_id}")
+            self._fail_pending(group)
+            group.transition_to(GroupState.DEAD)
+            for member_id in list(group.members):
+                self.heartbeat_purgatory.check_and_complete(("heartbeat", group_id, member_id))
+            del self.groups[group_id]
+            unloaded += 1
+        if unloaded:
+            log.info(f"Finished unloading {GROUP_METADATA_TOPIC}-{partition}. Removed {unloaded} cached groups.")
 
     async def shutdown(self) -> None:
         self.fail_pending_requests()
@@ -371,6 +449,8 @@ class GroupCoordinator:
     def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int | None:
         if group_id is None or (group_id == "" and not allow_empty_id):
             return ErrorCode.INVALID_GROUP_ID
+        if self._topic is not None and self.partition_for(group_id) in self.loading_partitions:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if not self.is_coordinator_for(group_id):
             return ErrorCode.NOT_COORDINATOR
         return None

@@ -26,7 +26,7 @@ import pytest
 from controller.zk.client import ZooKeeperClient
 from controller.zk.kafka_zk_client import KafkaZkClient
 from protocol.errors import ErrorCode
-from protocol.messages import MetadataRequest
+from protocol.messages import FindCoordinatorRequest, MetadataRequest
 from tests.broker_process import BrokerProcess, free_port
 from tests.cluster.control_requests import metadata_view
 from tests.compat.jvm import run_tool
@@ -37,6 +37,7 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
+    from kafka.errors import KafkaError
 
 CHROOT = "/odradek"
 SESSION_MS = 4000  # this ZooKeeper's largest session (20 ticks of 200 ms)
@@ -355,3 +356,47 @@ def cluster_until(check: Callable[[], bool], timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"not within {timeout}s")
         time.sleep(0.05)
+
+
+async def test_a_restarted_coordinator_loads_its_groups_when_it_leads_their_partition_again(cluster):
+    """The group coordinator follows the leadership of its `__consumer_offsets` partition: a
+    broker that restarts hosts nothing until the controller's LeaderAndIsr, and then loads the
+    groups and offsets of the offsets partitions it leads (Kafka's onElection) -- committed
+    offsets survive the restart of their coordinator."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    await cluster.open()
+    committed = {TopicPartition("rf1", p): 5 + p for p in RF1}
+    consumer = KafkaConsumer(group_id="orders", bootstrap_servers=cluster.brokers[1].bootstrap,
+                             enable_auto_commit=False)
+    try:
+        consumer.assign(list(committed))
+        consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in committed.items()})
+    finally:
+        consumer.close()
+    with RawConnection(cluster.ports[1]) as conn:
+        found = conn.call(10, 3, FindCoordinatorRequest(key="orders", key_type=0))
+    coordinator = found.node_id
+    assert found.error_code == 0 and coordinator in IDS
+    b = cluster.brokers[coordinator]
+    assert await asyncio.to_thread(b.stop) == 0
+    b = await cluster.start(coordinator)  # a new process: its own lines
+    await asyncio.to_thread(b.wait_for_line, "Finished loading offsets and group metadata from __consumer_offsets-",
+                            WAIT)
+
+    def fetched() -> dict[Any, int] | None:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[coordinator].bootstrap, request_timeout_ms=10_000)
+        try:
+            return {tp: om.offset for tp, om in admin.list_group_offsets("orders")["orders"].items()}
+        except KafkaError:  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while it takes over
+            return None
+        finally:
+            admin.close()
+
+    deadline = time.monotonic() + WAIT
+    offsets = fetched()
+    while offsets != committed and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        offsets = await asyncio.to_thread(fetched)
+    assert offsets == committed

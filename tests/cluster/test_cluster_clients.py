@@ -780,6 +780,8 @@ def test_topics_created_by_three_admin_clients_spread_and_match_kafkas_znodes(cl
             headers[m[1]] = line
             assert (m[2], int(m[3]), int(m[4])) == (kafka_uuid(view["topics"][m[1]][1]), len(view["topics"][m[1]][2]),
                                                     topics[m[1]]), line
+            # the topic's /config/topics override, as DescribeConfigs reports it
+            assert ("cleanup.policy=compact" in m[5]) == (m[1] == "jv-rf1"), line
         elif m := re.match(r"\tTopic: (\S+)\tPartition: (\d+)\tLeader: (\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]+)", line):
             described.setdefault(m[1], {})[int(m[2])] = (int(m[3]), [int(x) for x in m[4].split(",")],
                                                          [int(x) for x in m[5].split(",")])
@@ -834,9 +836,6 @@ def offsets_partition(group_id: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-@pytest.mark.xfail(reason="the group coordinator does not reload a group's offsets from __consumer_offsets when "
-                          "its broker restarts (committed() answers None, a commit IllegalGeneration): being fixed",
-                   strict=False)  # passes with the fix in progress: then remove this marker
 def test_a_kafka_python_group_consumes_through_its_coordinators_restart(cluster, tmp_path):
     """A kafka-python group whose coordinator (the leader of its __consumer_offsets partition, RF 1)
     is the broker that restarts: the consumer reads every acknowledged record at least once (its

@@ -925,3 +925,28 @@ def test_a_kafka_python_group_consumes_through_its_coordinators_restart(cluster,
     finally:
         reader.close()
     assert committed == dict.fromkeys(range(PARTITIONS), 3 * PER_PHASE // PARTITIONS), (committed, commit_errors[:5])
+
+
+def test_producer_ids_come_from_disjoint_blocks_of_each_broker(cluster, zookeeper):
+    """InitProducerId on every broker: each hands out ids from a block of 1,000 it took from
+    /latest_producer_id_block (Kafka's ZkProducerIdManager), so no two brokers ever give an
+    idempotent producer the same id; the znode records the last block taken, as Kafka's JSON."""
+    from protocol.messages import InitProducerIdRequest
+
+    def init_producer_id(b: BrokerProcess) -> int:
+        with RawConnection(b.port) as conn:
+            resp = conn.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1,
+                                                          producer_id=-1, producer_epoch=-1))
+        assert resp.error_code == 0, resp
+        return resp.producer_id
+
+    ids = {i: [init_producer_id(b) for _ in range(3)] for i, b in enumerate(cluster, 1)}
+    blocks = {i: {pid // 1000 for pid in pids} for i, pids in ids.items()}
+    assert all(len(bs) == 1 for bs in blocks.values()), ids  # one block per broker
+    assert sorted(b for bs in blocks.values() for b in bs) == [0, 1, 2], ids  # three different blocks
+    for pids in ids.values():  # consecutive within a broker's block
+        assert pids == list(range(pids[0], pids[0] + 3)) and pids[0] % 1000 == 0, ids
+    last = max(ids, key=lambda i: ids[i][0])
+    data, _ = asyncio.run(read_znodes(zookeeper, ["/latest_producer_id_block"]))["/latest_producer_id_block"]
+    # Kafka's ProducerIdBlockZNode writes the bounds as strings
+    assert compact_json(data) == {"version": 1, "broker": last, "block_start": "2000", "block_end": "2999"}

@@ -452,11 +452,7 @@ class _ZkReplicaState:
             if tp not in logs:
                 continue
             log_, topic_id = logs[tp]
-            hosted = self.partitions.get(tp)
-            if hosted is not None and st.partition_epoch < hosted.state.partition_epoch:
-                scl.info(f"Skipped the become-leader state change for {_tp(tp)} with topic id {_kafka_uuid(topic_id)} "
-                         f"and partition state {_describe(st)} since the leader is already at a newer partition "
-                         f"epoch {hosted.state.partition_epoch}.")
+            if self._at_newer_partition_epoch(tp, st, topic_id, "leader"):
                 continue
             state = PartitionState(st.partition_index, list(st.replicas), self.broker_id, st.leader_epoch,
                                    list(st.isr), st.partition_epoch)
@@ -496,10 +492,7 @@ class _ZkReplicaState:
                 if hosted is None:  # the log exists now (its high watermark is checkpointed): host it leaderless
                     self._host(tp, topic_id, PartitionState(st.partition_index, list(st.replicas), -1, -1, [], -1), log_)
                 continue
-            if hosted is not None and st.partition_epoch < hosted.state.partition_epoch:
-                scl.info(f"Skipped the become-follower state change for {_tp(tp)} with topic id "
-                         f"{_kafka_uuid(topic_id)} and partition state {_describe(st)} since the follower is already "
-                         f"at a newer partition epoch {hosted.state.partition_epoch}.")
+            if self._at_newer_partition_epoch(tp, st, topic_id, "follower"):
                 continue
             state = PartitionState(st.partition_index, list(st.replicas), st.leader, st.leader_epoch, [], st.partition_epoch)
             _, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
@@ -509,6 +502,18 @@ class _ZkReplicaState:
                      f"{prev_epoch}.")
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
+
+    def _at_newer_partition_epoch(self, tp: TopicPartition, st: Any, topic_id: uuid.UUID, role: str) -> bool:
+        """Kafka's Partition.makeLeader / makeFollower guard: a state older than the partition's
+        current partition epoch is skipped (and said so), not applied."""
+        hosted = self.partitions.get(tp)
+        if hosted is None or st.partition_epoch >= hosted.state.partition_epoch:
+            return False
+        self.state_change_logger.info(
+            f"Skipped the become-{role} state change for {_tp(tp)} with topic id {_kafka_uuid(topic_id)} and "
+            f"partition state {_describe(st)} since the {role} is already at a newer partition epoch "
+            f"{hosted.state.partition_epoch}.")
+        return True
 
     def _leadership_changed(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
         """Tell the coordinators which partitions this broker now leads and which it stopped

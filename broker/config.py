@@ -115,6 +115,11 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("controlled.shutdown.enable", "bool", True, "ZooKeeper mode only (not a single node): on SIGTERM, ask the controller to move this broker's leaderships to other replicas before stopping."),
     D("controlled.shutdown.max.retries", "int", 3, "ControlledShutdown attempts (each waits for the controller's answer) before stopping anyway.", _at_least(0), "[0,...]"),
     D("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between ControlledShutdown attempts (the controller unreachable, or leaderships it could not move yet).", _at_least(0), "[0,...]"),
+    D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower asks for per partition in one fetch from its leader (at least one batch is returned).", _at_least(0), "[0,...]"),
+    D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower asks for in one fetch from its leader, all partitions together.", _at_least(0), "[0,...]"),
+    D("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for new records.", _at_least(0), "[0,...]"),
+    D("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for at the leader before it is answered.", _at_least(1), "[1,...]"),
+    D("replica.fetch.backoff.ms", "int", 1000, "Wait before a follower fetches again from a leader after an error.", _at_least(0), "[0,...]"),
     D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper and used by rack-aware replica assignment."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
 )

@@ -39,6 +39,12 @@ from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import DelayedOperationPurgatory
+from broker.replica_fetcher import (
+    FetcherConfig,
+    PartitionFetchState,
+    ReplicaFetcherManager,
+    latest_epoch,
+)
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
@@ -100,9 +106,21 @@ class ProduceResult:
     record_errors: list[tuple[int, str | None]] | None = None
 
 
+class FollowerState:
+    """What a leader knows of one follower (Kafka's Replica): the log end offset its last fetch
+    asked from (-1 until it fetched under this leadership) and when it was last caught up."""
+
+    __slots__ = ("last_caught_up_ms", "log_end_offset")
+
+    def __init__(self) -> None:
+        self.log_end_offset = -1
+        self.last_caught_up_ms = 0
+
+
 class Partition:
     """One hosted partition. On a single node the ISR is {this broker} and the high watermark
-    follows the log end offset after every append."""
+    follows the log end offset after every append; a leader with followers moves it to the
+    lowest log end offset of the ISR as their fetches report them (Kafka's Partition)."""
 
     def __init__(self, topic: TopicState, state: PartitionState, log_: Log, broker_id: int) -> None:
         self.topic = topic.name
@@ -115,6 +133,7 @@ class Partition:
         # while any wait, every append to this partition takes the lock, in arrival order.
         self._append_lock = asyncio.Lock()
         self._appends_waiting = 0
+        self.followers: dict[int, FollowerState] = {}  # as leader: by broker id
 
     @property
     def tp(self) -> TopicPartition:
@@ -186,13 +205,35 @@ class Partition:
         await self.run_exclusive(self.log.truncate_fully_and_start_at, offset)
 
     def maybe_increment_high_watermark(self) -> bool:
-        """Single node: every ISR member (only us) has everything up to the LEO."""
-        if self.state.isr == [self.broker_id]:
-            leo = self.log.log_end_offset
-            if leo > self.log.high_watermark:
-                self.log.update_high_watermark(leo)
-                return True
+        """The high watermark is the lowest log end offset of the ISR (ours included): it only
+        moves forward. Alone in the ISR (a single node), that is our log end offset."""
+        isr = self.state.isr
+        leo = self.log.log_end_offset
+        if isr == [self.broker_id]:
+            hw = leo
+        elif not self.is_leader:
+            return False
+        else:
+            hw = leo
+            for r in isr:
+                if r != self.broker_id:
+                    f = self.followers.get(r)
+                    hw = min(hw, f.log_end_offset if f is not None else -1)
+        if hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+            return True
         return False
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from `fetch_offset`: it has everything before it (Kafka's
+        updateFollowerFetchState). True when that moved the high watermark."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            f = self.followers[replica_id] = FollowerState()
+        f.log_end_offset = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            f.last_caught_up_ms = now_ms
+        return self.maybe_increment_high_watermark()
 
 
 # -- ZooKeeper mode: the controller's requests ----------------------------------------------------
@@ -457,6 +498,8 @@ class _ZkReplicaState:
             state = PartitionState(st.partition_index, list(st.replicas), self.broker_id, st.leader_epoch,
                                    list(st.isr), st.partition_epoch)
             p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            self.replica_fetcher_manager.remove_partitions([tp])
+            p.followers = {}  # followers report again under this leadership (Kafka's makeLeader)
             # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset)
             log_.maybe_assign_epoch_start_offset(st.leader_epoch, log_.log_end_offset)
             scl.info(f"Leader {_tp(tp)} with topic id {_kafka_uuid(topic_id)} starts at leader epoch "
@@ -496,6 +539,10 @@ class _ZkReplicaState:
                 continue
             state = PartitionState(st.partition_index, list(st.replicas), st.leader, st.leader_epoch, [], st.partition_epoch)
             _, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            # fetch from the new leader; the first fetch names our last epoch, so a log that
+            # diverged is truncated by the leader's answer (DivergingEpoch)
+            self.replica_fetcher_manager.add_partitions({tp: (st.leader, PartitionFetchState(
+                log_.log_end_offset, st.leader_epoch, latest_epoch(log_)))})
             scl.info(f"Follower {_tp(tp)} starts at leader epoch {st.leader_epoch} from offset {log_.log_end_offset} "
                      f"with partition epoch {st.partition_epoch} and high watermark {log_.high_watermark}. Current "
                      f"leader is {st.leader}. Previous leader {_opt(prev_leader)} and previous leader epoch was "
@@ -566,6 +613,7 @@ class _ZkReplicaState:
                              f"{hosted.leader_epoch}")
                     responses[tp] = ErrorCode.FENCED_LEADER_EPOCH
             doomed = []
+            self.replica_fetcher_manager.remove_partitions([tp for tp, _ in stopped])
             for tp, delete in stopped:
                 if delete:
                     self.partitions.pop(tp, None)
@@ -652,6 +700,18 @@ class ReplicaManager(_ZkReplicaState):
         # ZooKeeper mode: reads a topic's config overrides (/config/topics/<t>) for the logs
         # LeaderAndIsr creates (Kafka's ZkConfigRepository); set by the server
         self.topic_config_source: Callable[[str], Awaitable[dict[str, str]]] | None = None
+        cfg = server.config
+        # ZooKeeper mode: followers fetch from their leaders (a single node has none)
+        self.replica_fetcher_manager = ReplicaFetcherManager(FetcherConfig(
+            self.broker_id, max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
+            max_bytes=cfg["replica.fetch.response.max.bytes"], partition_max_bytes=cfg["replica.fetch.max.bytes"],
+            backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"]),
+            self, self._leader_address)
+
+    def _leader_address(self, broker_id: int) -> tuple[str, int] | None:
+        """The leader's endpoint on the inter-broker listener, from the metadata cache."""
+        b = self.image.brokers.get(broker_id)
+        return None if b is None else b.endpoint(self.server.inter_broker_listener_name)
 
     @property
     def log_manager(self) -> Any:
@@ -669,6 +729,7 @@ class ReplicaManager(_ZkReplicaState):
             self._host_topic(topic)
 
     async def shutdown(self) -> None:
+        await self.replica_fetcher_manager.shutdown()
         if self._jobs:  # logs being created or deleted: let the executor work finish
             await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.fetch_purgatory.shutdown()

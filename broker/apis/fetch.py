@@ -37,6 +37,7 @@ from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_response import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     PartitionData,
 )
@@ -55,6 +56,7 @@ class PartitionResult:
     records: Any = None  # a file slice (read lazily when the response is built) or b""
     records_size: int = 0
     aborted: list[Any] | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower that diverged
 
 
 def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[str, int], PartitionRequest]) -> dict[tuple[str, int], PartitionResult]:
@@ -65,7 +67,8 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     read_committed = req.isolation_level == 1
     out: dict[tuple[str, int], PartitionResult] = {}
     # Kafka checks the epoch before the leadership (Partition.getLocalLog)
-    only_leader = ctx.version < 11 or req.replica_id >= 0
+    from_follower = req.replica_id >= 0
+    only_leader = ctx.version < 11 or from_follower
     for key, preq in parts.items():
         res = PartitionResult()
         try:
@@ -77,7 +80,19 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
             res.high_watermark = log_.high_watermark
             res.last_stable_offset = log_.last_stable_offset
             res.log_start_offset = log_.log_start_offset
-            upper = res.last_stable_offset if read_committed else res.high_watermark
+            if from_follower:
+                # a follower reads past the high watermark, up to the log end (Kafka's
+                # FetchIsolation.LOG_END), unless its log diverged from ours: then it is told
+                # where our copy of its last epoch ends, to truncate there (KIP-595 / Fetch v12)
+                diverging = _diverging_epoch(log_, preq) if ctx.version >= 12 else None
+                if diverging is not None:
+                    res.diverging_epoch = diverging
+                    res.records = b""
+                    out[key] = res
+                    continue
+                upper = log_.log_end_offset
+            else:
+                upper = res.last_stable_offset if read_committed else res.high_watermark
             limit = max(0, min(preq.max_bytes, budget))
             info = log_.read(preq.fetch_offset, limit, upper, min_one)
             slice_ = info.records
@@ -128,6 +143,8 @@ def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int]
                 aborted_transactions=r.aborted,
                 preferred_read_replica=-1,
                 records=_records(r),
+                **({"diverging_epoch": EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])}
+                   if r.diverging_epoch is not None else {}),
             )
         )
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fctx.response_session_id, responses=topics)
@@ -167,6 +184,8 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     )
     if fctx.error:
         return build_response(ctx, fctx, {})
+    if req.replica_id >= 0:
+        _record_follower_fetch(ctx, req.replica_id, fctx.partitions, now_ms)
     results = read_partitions(ctx, req, fctx.partitions)
     if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
         results = await rm.delayed_fetch(
@@ -176,6 +195,34 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             lambda res: _enough(res, req.min_bytes),
         )
     return build_response(ctx, fctx, results)
+
+
+def _diverging_epoch(log_: Any, preq: PartitionRequest) -> tuple[int, int] | None:
+    """Kafka's Partition.fetchRecords check: the follower's last fetched epoch ends here at an
+    offset below its fetch offset, or we have no such epoch: (our epoch, its end offset)."""
+    if preq.last_fetched_epoch < 0 or log_.leader_epoch_cache is None:
+        return None
+    epoch, end = log_.leader_epoch_cache.end_offset_for(preq.last_fetched_epoch, log_.log_end_offset)
+    if epoch < preq.last_fetched_epoch or end < preq.fetch_offset:
+        return epoch, end
+    return None
+
+
+def _record_follower_fetch(ctx: RequestContext, replica_id: int, parts: dict[tuple[str, int], PartitionRequest],
+                           now_ms: int) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's high watermark may move
+    (Kafka's updateFollowerFetchState), which completes acks=all produces and consumer fetches
+    waiting for it."""
+    rm = ctx.server.replica_manager
+    for key, preq in parts.items():
+        part = rm.partitions.get(key)
+        if part is None or not part.is_leader or replica_id not in part.state.replicas:
+            continue
+        if ctx.version >= 12 and _diverging_epoch(part.log, preq) is not None:
+            continue  # what it says it has is not ours: it truncates first
+        if part.update_follower_fetch_state(replica_id, preq.fetch_offset, now_ms):
+            rm.produce_purgatory.check_and_complete(key)
+            rm.fetch_purgatory.check_and_complete(key)
 
 
 def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:

@@ -1,0 +1,247 @@
+"""Followers copy their leaders' logs (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+One asyncio task per leader broker fetches every partition this broker follows from it, with
+Fetch requests that name this broker as `replica_id` (the leader reads past its high watermark
+for us and records our log end offset, which moves its high watermark). The leader's batches are
+appended as they are (offsets, leader epochs, producer ids kept: Log.append_as_follower, in an
+executor with the partition's appends queued behind it), and our high watermark follows the
+leader's, capped by what we have.
+
+Truncation is by leader epoch, never by the high watermark alone: each fetch carries the epoch
+of our last batch (Fetch v12's last_fetched_epoch); a leader whose log diverged from ours there
+answers with DivergingEpoch, the end of that epoch in its log, and we truncate to it (KIP-595,
+the path Kafka 3.9 brokers take). A partition whose leader says it is not (any more) the leader,
+or fences our epoch, waits `replica.fetch.backoff.ms` and tries again until the controller's
+next LeaderAndIsr moves it elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from broker.network_client import NetworkClient, NetworkClientConfig, NetworkError
+from protocol.errors import ErrorCode, error_name
+from protocol.messages import FetchRequest, FetchResponse
+from protocol.messages.fetch_request import FetchPartition, FetchTopic
+
+log = structlog.get_logger("odradek.replica_fetcher")
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 12  # last_fetched_epoch / DivergingEpoch; the highest Fetch this broker serves
+
+
+@dataclass
+class PartitionFetchState:
+    """Where a followed partition fetches from next (Kafka's PartitionFetchState)."""
+
+    fetch_offset: int
+    leader_epoch: int
+    last_fetched_epoch: int
+    delayed_until: float = 0.0  # loop time: after an error, not fetched before this
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    broker_id: int
+    max_wait_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    request_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per leader broker (num.replica.fetchers=1)."""
+
+    def __init__(self, config: FetcherConfig, replica_manager: Any,
+                 leader_address: Callable[[int], tuple[str, int] | None]) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.leader_address = leader_address
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add_partitions(self, partitions: dict[TopicPartition, tuple[int, PartitionFetchState]]) -> None:
+        """Fetch each partition from its leader (partition -> (leader id, initial state)); a
+        partition fetched from another leader before moves."""
+        self.remove_partitions(list(partitions))
+        for tp, (leader, state) in partitions.items():
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = self.fetchers[leader] = ReplicaFetcher(leader, self)
+            fetcher.add(tp, state)
+            log.info("Added fetcher", topic=tp[0], partition=tp[1], leader=leader,
+                     fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch)
+
+    def remove_partitions(self, partitions: list[TopicPartition]) -> None:
+        for leader, fetcher in list(self.fetchers.items()):
+            for tp in partitions:
+                fetcher.remove(tp)
+            if not fetcher.partitions:
+                del self.fetchers[leader]
+                fetcher.stop()
+
+    def fetch_state(self, tp: TopicPartition) -> tuple[int, PartitionFetchState] | None:
+        for leader, fetcher in self.fetchers.items():
+            st = fetcher.partitions.get(tp)
+            if st is not None:
+                return leader, st
+        return None
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        for f in fetchers:
+            f.stop()
+        await asyncio.gather(*(f.closed() for f in fetchers), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    """Fetches the partitions led by one broker (Kafka's ReplicaFetcherThread)."""
+
+    def __init__(self, leader: int, manager: ReplicaFetcherManager) -> None:
+        self.leader = leader
+        self.manager = manager
+        cfg = manager.config
+        self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-fetcher-0",
+                                                        request_timeout_ms=cfg.request_timeout_ms))
+        self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self._changed = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        self.partitions[tp] = state
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    async def closed(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self.client.close()
+
+    async def _run(self) -> None:
+        cfg = self.manager.config
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                now = loop.time()
+                ready = {tp: st for tp, st in self.partitions.items() if st.delayed_until <= now}
+                if not ready:
+                    self._changed.clear()
+                    delays = [st.delayed_until - now for st in self.partitions.values()]
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), min(delays) if delays else None)
+                    continue
+                address = self.manager.leader_address(self.leader)
+                if address is None:  # not in our metadata (yet): wait for it
+                    await asyncio.sleep(cfg.backoff_ms / 1000)
+                    continue
+                self.client.update_node(self.leader, *address)
+                request = self._fetch_request(ready)
+                try:
+                    response = await self.client.send(self.leader, request, version=FETCH_VERSION,
+                                                      timeout_ms=cfg.request_timeout_ms + cfg.max_wait_ms)
+                except NetworkError as e:
+                    log.info("Error sending fetch request to the leader: backing off", leader=self.leader,
+                             error=str(e), backoff_ms=cfg.backoff_ms)
+                    await asyncio.sleep(cfg.backoff_ms / 1000)
+                    continue
+                assert isinstance(response, FetchResponse)
+                if response.error_code != ErrorCode.NONE:
+                    log.warning("Fetch request failed", leader=self.leader, error=error_name(response.error_code))
+                    await asyncio.sleep(cfg.backoff_ms / 1000)
+                    continue
+                await self._process(ready, response)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the replica fetcher failed", leader=self.leader)
+            raise
+
+    def _fetch_request(self, ready: dict[TopicPartition, PartitionFetchState]) -> FetchRequest:
+        cfg = self.manager.config
+        rm = self.manager.replica_manager
+        topics: dict[str, FetchTopic] = {}
+        for (topic, partition), st in ready.items():
+            p = rm.partitions.get((topic, partition))
+            t = topics.get(topic)
+            if t is None:
+                t = topics[topic] = FetchTopic(topic=topic, partitions=[])
+            t.partitions.append(FetchPartition(
+                partition=partition, current_leader_epoch=st.leader_epoch, fetch_offset=st.fetch_offset,
+                last_fetched_epoch=st.last_fetched_epoch,
+                log_start_offset=p.log.log_start_offset if p is not None else -1,
+                partition_max_bytes=cfg.partition_max_bytes))
+        return FetchRequest(replica_id=cfg.broker_id, max_wait_ms=cfg.max_wait_ms, min_bytes=cfg.min_bytes,
+                            max_bytes=cfg.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                            topics=list(topics.values()), forgotten_topics_data=[], rack_id="")
+
+    async def _process(self, sent: dict[TopicPartition, PartitionFetchState], response: FetchResponse) -> None:
+        cfg = self.manager.config
+        rm = self.manager.replica_manager
+        loop = asyncio.get_running_loop()
+        for t in response.responses:
+            for pd in t.partitions:
+                tp = (t.topic, pd.partition_index)
+                st = self.partitions.get(tp)
+                if st is None or st is not sent.get(tp):
+                    continue  # removed or re-added (a new leadership) while the fetch was out
+                p = rm.partitions.get(tp)
+                if p is None or p.is_leader:
+                    continue
+                try:
+                    if pd.error_code == ErrorCode.NONE:
+                        await self._append(tp, st, p, pd)
+                    elif pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and st.fetch_offset < pd.log_start_offset:
+                        # the leader deleted what we were to fetch next (retention): start at its log start
+                        log.info("Truncating fully: the leader's log starts after our fetch offset", topic=tp[0],
+                                 partition=tp[1], fetch_offset=st.fetch_offset, leader_log_start=pd.log_start_offset)
+                        await p.truncate_fully_and_start_at(pd.log_start_offset)
+                        st.fetch_offset = pd.log_start_offset
+                    else:
+                        log.info("Partition has an error from the leader: backing off", topic=tp[0],
+                                 partition=tp[1], leader=self.leader, error=error_name(pd.error_code))
+                        st.delayed_until = loop.time() + cfg.backoff_ms / 1000
+                except Exception:
+                    log.exception("Unexpected error while processing data for partition", topic=tp[0],
+                                  partition=tp[1], fetch_offset=st.fetch_offset)
+                    st.delayed_until = loop.time() + cfg.backoff_ms / 1000
+
+    async def _append(self, tp: TopicPartition, st: PartitionFetchState, p: Any, pd: Any) -> None:
+        log_ = p.log
+        diverging = pd.diverging_epoch
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            end = diverging.end_offset if diverging.end_offset >= 0 else log_.high_watermark
+            target = min(end, log_.log_end_offset)
+            log.info("Truncating partition to the end of the diverging epoch", topic=tp[0], partition=tp[1],
+                     epoch=diverging.epoch, offset=target, log_end_offset=log_.log_end_offset)
+            await p.truncate_to(target)
+            st.fetch_offset = log_.log_end_offset
+            st.last_fetched_epoch = latest_epoch(log_)
+            return
+        records = pd.records
+        if records:
+            await p.run_exclusive(log_.append_as_follower, records)
+            st.fetch_offset = log_.log_end_offset
+            st.last_fetched_epoch = latest_epoch(log_)
+        hw = min(pd.high_watermark, log_.log_end_offset)
+        if hw > log_.high_watermark:
+            log_.update_high_watermark(hw)
+            self.manager.replica_manager.fetch_purgatory.check_and_complete(tp)
+
+
+def latest_epoch(log_: Any) -> int:
+    """The epoch of the last batch in the log (-1: none), what a fetch names as last fetched."""
+    cache = log_.leader_epoch_cache
+    latest = cache.latest_epoch if cache is not None else None
+    return -1 if latest is None else latest

@@ -35,6 +35,8 @@ BENCHES = {
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
+    "cluster": ("ZooKeeper cluster (control plane): controller failover, leader election, topic creation, "
+                "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),
     "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),
     "peers": ("Side by side: Redis Streams, NATS JetStream and the machine's limits", "tests.bench.bench_peers"),
 }

@@ -115,6 +115,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("controlled.shutdown.enable", "bool", True, "ZooKeeper mode only (not a single node): on SIGTERM, ask the controller to move this broker's leaderships to other replicas before stopping."),
     D("controlled.shutdown.max.retries", "int", 3, "ControlledShutdown attempts (each waits for the controller's answer) before stopping anyway.", _at_least(0), "[0,...]"),
     D("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between ControlledShutdown attempts (the controller unreachable, or leaderships it could not move yet).", _at_least(0), "[0,...]"),
+    D("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up with its leader for this long leaves the ISR (the leader asks the controller); one that catches up joins it again.", _at_least(1), "[1,...]"),
     D("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower asks for per partition in one fetch from its leader (at least one batch is returned).", _at_least(0), "[0,...]"),
     D("replica.fetch.response.max.bytes", "int", 10485760, "Bytes a follower asks for in one fetch from its leader, all partitions together.", _at_least(0), "[0,...]"),
     D("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for new records.", _at_least(0), "[0,...]"),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from broker.alter_partition_manager import AlterPartitionManager, IsrChange
 from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
@@ -46,7 +47,7 @@ from broker.replica_fetcher import (
     latest_epoch,
 )
 from controller.image import PartitionState, TopicState
-from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.primitives import ZERO_UUID
 from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
@@ -110,11 +111,13 @@ class FollowerState:
     """What a leader knows of one follower (Kafka's Replica): the log end offset its last fetch
     asked from (-1 until it fetched under this leadership) and when it was last caught up."""
 
-    __slots__ = ("last_caught_up_ms", "log_end_offset")
+    __slots__ = ("last_caught_up_ms", "last_fetch_leader_log_end_offset", "last_fetch_ms", "log_end_offset")
 
-    def __init__(self) -> None:
+    def __init__(self, last_caught_up_ms: int = 0) -> None:
         self.log_end_offset = -1
-        self.last_caught_up_ms = 0
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_leader_log_end_offset = -1
+        self.last_fetch_ms = 0
 
 
 class Partition:
@@ -230,10 +233,39 @@ class Partition:
         f = self.followers.get(replica_id)
         if f is None:
             f = self.followers[replica_id] = FollowerState()
-        f.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
+        leo = self.log.log_end_offset
+        # Kafka's Replica.updateFetchState: caught up when it asked for our log end, or for what
+        # was our log end at its previous fetch (appends keep arriving while it fetches)
+        if fetch_offset >= leo:
             f.last_caught_up_ms = now_ms
+        elif fetch_offset >= f.last_fetch_leader_log_end_offset:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.last_fetch_leader_log_end_offset = leo
+        f.last_fetch_ms = now_ms
+        f.log_end_offset = fetch_offset
         return self.maybe_increment_high_watermark()
+
+    def reset_followers(self, now_ms: int) -> None:
+        """Becoming leader: the ISR members count as caught up now (Kafka's makeLeader), so they
+        are not dropped before their first fetch; their log end offsets are unknown (-1)."""
+        self.followers = {r: FollowerState(now_ms) for r in self.state.replicas if r != self.broker_id}
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR members not caught up within `max_lag_ms` (Kafka's getOutOfSyncReplicas)."""
+        return [r for r in self.state.isr if r != self.broker_id
+                and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms]
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """A replica outside the ISR that has caught up to the high watermark, and to the start
+        of our leader epoch, may join it (Kafka's isFollowerInSync)."""
+        if replica_id in self.state.isr or replica_id not in self.state.replicas:
+            return False
+        f = self.followers.get(replica_id)
+        if f is None or f.log_end_offset < self.log.high_watermark:
+            return False
+        cache = self.log.leader_epoch_cache
+        entry = cache.latest_entry if cache is not None else None
+        return entry is None or entry.epoch != self.leader_epoch or f.log_end_offset >= entry.start_offset
 
 
 # -- ZooKeeper mode: the controller's requests ----------------------------------------------------
@@ -499,7 +531,7 @@ class _ZkReplicaState:
                                    list(st.isr), st.partition_epoch)
             p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
             self.replica_fetcher_manager.remove_partitions([tp])
-            p.followers = {}  # followers report again under this leadership (Kafka's makeLeader)
+            p.reset_followers(int(time.time() * 1000))  # they report again under this leadership
             # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset)
             log_.maybe_assign_epoch_start_offset(st.leader_epoch, log_.log_end_offset)
             scl.info(f"Leader {_tp(tp)} with topic id {_kafka_uuid(topic_id)} starts at leader epoch "
@@ -707,6 +739,67 @@ class ReplicaManager(_ZkReplicaState):
             max_bytes=cfg["replica.fetch.response.max.bytes"], partition_max_bytes=cfg["replica.fetch.max.bytes"],
             backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"]),
             self, self._leader_address)
+        self.replica_lag_time_max_ms: int = cfg["replica.lag.time.max.ms"]
+        self.alter_partition_manager = AlterPartitionManager(
+            self.broker_id, lambda: server.broker_epoch, self._controller_address, cfg["request.timeout.ms"])
+
+    def _controller_address(self) -> tuple[int, str, int] | None:
+        cid = self.image.controller_id
+        address = self._leader_address(cid) if cid >= 0 else None
+        return None if address is None else (cid, *address)
+
+    # -- the ISR (ZooKeeper mode): changed through the controller ----------------------------------
+
+    def maybe_expand_isr(self, p: Partition, replica_id: int) -> None:
+        """A follower outside the ISR that caught up joins it (Kafka's maybeExpandIsr)."""
+        if p.tp not in self.alter_partition_manager.in_flight and p.can_join_isr(replica_id):
+            self._alter_isr(p, sorted({*p.state.isr, replica_id}), f"follower {replica_id} caught up")
+
+    def maybe_shrink_isr(self, now_ms: int) -> None:
+        """ISR members that have not caught up for replica.lag.time.max.ms leave it (Kafka's
+        maybeShrinkIsr, run every half of that)."""
+        for p in list(self.partitions.values()):
+            if not p.is_leader or len(p.state.isr) < 2 or p.tp in self.alter_partition_manager.in_flight:
+                continue
+            out = p.out_of_sync_replicas(now_ms, self.replica_lag_time_max_ms)
+            if out:
+                lags = {r: p.log.log_end_offset - p.followers[r].log_end_offset if r in p.followers else None
+                        for r in out}
+                self._alter_isr(p, [r for r in p.state.isr if r not in out],
+                                f"out of sync replicas {out} (log end offset lag {lags}, "
+                                f"replica.lag.time.max.ms={self.replica_lag_time_max_ms})")
+
+    def _alter_isr(self, p: Partition, new_isr: list[int], why: str) -> None:
+        state = p.state
+        self.alter_partition_manager.in_flight.add(p.tp)  # until submit answers
+
+        async def alter() -> None:
+            result = await self.alter_partition_manager.submit(p.tp, state.leader_epoch, new_isr,
+                                                               state.partition_epoch)
+            if not isinstance(result, IsrChange):
+                log.info("ISR change refused or not answered", topic=p.topic, partition=p.index,
+                         proposed=new_isr, error=error_name(result))
+                return
+            if self.partitions.get(p.tp) is not p or not p.is_leader or p.leader_epoch != result.leader_epoch:
+                return  # leadership moved meanwhile: the controller's LeaderAndIsr says what is
+            p.state = PartitionState(state.partition, list(state.replicas), state.leader, result.leader_epoch,
+                                     list(result.isr), result.partition_epoch)
+            log.info(f"[Partition {p.topic}-{p.index} broker={self.broker_id}] ISR updated to "
+                     f"{','.join(map(str, result.isr))} and version updated to {result.partition_epoch}",
+                     reason=why)
+            if p.maybe_increment_high_watermark():
+                self.produce_purgatory.check_and_complete(p.tp)
+                self.fetch_purgatory.check_and_complete(p.tp)
+
+        self.server._spawn(alter())
+
+    async def _check_isr_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
+            try:
+                self.maybe_shrink_isr(int(time.time() * 1000))
+            except Exception:
+                log.exception("ISR expiration check failed")
 
     def _leader_address(self, broker_id: int) -> tuple[str, int] | None:
         """The leader's endpoint on the inter-broker listener, from the metadata cache."""
@@ -725,11 +818,14 @@ class ReplicaManager(_ZkReplicaState):
     async def startup(self) -> None:
         self.fetch_purgatory.start()
         self.produce_purgatory.start()
+        if self.server.zk_mode:  # Kafka's isr-expiration task
+            self.server._spawn(self._check_isr_periodically())
         for topic in list(self.image.topics.values()):
             self._host_topic(topic)
 
     async def shutdown(self) -> None:
         await self.replica_fetcher_manager.shutdown()
+        await self.alter_partition_manager.close()
         if self._jobs:  # logs being created or deleted: let the executor work finish
             await asyncio.gather(*self._jobs, return_exceptions=True)
         await self.fetch_purgatory.shutdown()

@@ -223,6 +223,7 @@ def _record_follower_fetch(ctx: RequestContext, replica_id: int, parts: dict[tup
         if part.update_follower_fetch_state(replica_id, preq.fetch_offset, now_ms):
             rm.produce_purgatory.check_and_complete(key)
             rm.fetch_purgatory.check_and_complete(key)
+        rm.maybe_expand_isr(part, replica_id)
 
 
 def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:

@@ -5,6 +5,7 @@ acknowledged with acks=all survives the leader's kill -9 (the new leader, from t
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import warnings
 from collections.abc import AsyncIterator
@@ -30,9 +31,12 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
 N = 300
 
 
+LAG_MS = 800  # replica.lag.time.max.ms: well inside the 4 s session, so the leader acts first
+
+
 @pytest.fixture
 async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with running_cluster(zookeeper, tmp_path) as c:
+    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",)) as c:
         yield c
 
 
@@ -80,3 +84,39 @@ async def test_acks_all_records_survive_the_leaders_kill(cluster):
     assert all(victim not in s[4] for s in partitions(view, "rf3").values())
     read = await asyncio.to_thread(read_all, cluster.brokers[cid].bootstrap, "rf3", N)
     assert read == acked  # same offsets, nothing lost, nothing else
+
+
+async def test_a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up(cluster):
+    """SIGSTOP a follower: its leaders drop it from the ISR after replica.lag.time.max.ms
+    (AlterPartition to the controller) while its registration still stands, acks=all goes on
+    with the two others; SIGCONT: it fetches what it missed and is taken back into the ISR."""
+    await cluster.open()
+    cid, _ = await cluster.controller()
+    paused = next(i for i in IDS if i != cid)
+    leader_of = {p: r[0] for p, r in RF3.items()}
+    cluster.brokers[paused].proc.send_signal(signal.SIGSTOP)
+    try:
+        view = await cluster.until_all_agree(
+            lambda m: all(sorted(s[4]) == sorted(set(IDS) - {paused}) for p, s in partitions(m, "rf3").items()
+                          if leader_of[p] != paused), "the paused follower out of the ISRs", among=[
+                i for i in IDS if i != paused], timeout=PROMISE_S)
+        assert [b[0] for b in view["brokers"]] == list(IDS)  # not by the controller: still registered
+        values = [b"p%04d" % i for i in range(60)]
+        live = [p for p in RF3 if leader_of[p] != paused]
+
+        def produce() -> dict[bytes, tuple[int, int]]:
+            producer = KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks="all",
+                                     request_timeout_ms=10_000)
+            try:
+                fs = [(v, producer.send("rf3", v, partition=live[i % len(live)])) for i, v in enumerate(values)]
+                producer.flush(20)
+                return {v: (f.get(10).partition, f.get(10).offset) for v, f in fs}
+            finally:
+                producer.close(5)
+
+        acked = await asyncio.to_thread(produce)
+        assert sorted(acked) == values
+    finally:
+        cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
+    await cluster.until_all_agree(lambda m: all(sorted(s[4]) == sorted(IDS) for s in partitions(m, "rf3").values()),
+                                  "the follower back in every ISR")

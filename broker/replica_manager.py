@@ -1018,10 +1018,14 @@ class ReplicaManager(_ZkReplicaState):
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
         if required_acks == -1 and required:
-            op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark)
+            op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark, self._enough_isr)
             self.produce_purgatory.try_complete_else_watch(op, list(required))
             return await op.future
         return results
+
+    def _enough_isr(self, tp: TopicPartition) -> bool:
+        p = self.partitions.get(tp)
+        return p is None or len(p.state.isr) >= p.log.config.min_insync_replicas
 
     def _leader_high_watermark(self, tp: TopicPartition) -> int | None:
         p = self.partitions.get(tp)

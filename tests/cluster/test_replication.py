@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ from tests.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 N = 300
 
@@ -120,3 +121,47 @@ async def test_a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up(c
         cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
     await cluster.until_all_agree(lambda m: all(sorted(s[4]) == sorted(IDS) for s in partitions(m, "rf3").values()),
                                   "the follower back in every ISR")
+
+
+async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
+    """min.insync.replicas=2: once both followers of a partition are out of its ISR (paused),
+    acks=all produces are refused before the append (NOT_ENOUGH_REPLICAS); acks=1 still works;
+    back, the followers rejoin and acks=all is accepted again."""
+    from kafka.admin import NewTopic
+    from kafka.errors import NotEnoughReplicasError
+
+    await cluster.open()
+    cid, _ = await cluster.controller()
+    followers = [i for i in IDS if i != cid]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[cid].bootstrap, request_timeout_ms=20_000)
+    try:
+        admin.create_topics([NewTopic("durable", -1, -1, replica_assignments={0: [cid, *followers]},
+                                      topic_configs={"min.insync.replicas": "2"})])
+    finally:
+        admin.close()
+    await cluster.until_all_agree(lambda m: "durable" in m["topics"]
+                                  and sorted(partitions(m, "durable")[0][4]) == sorted(IDS), "durable, full ISR")
+
+    def send(acks: int | str) -> Any:
+        producer = KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks=acks, retries=0,
+                                 request_timeout_ms=10_000)
+        try:
+            return producer.send("durable", b"x", partition=0).get(15)
+        finally:
+            producer.close(5)
+
+    assert (await asyncio.to_thread(send, "all")).offset == 0
+    for f in followers:
+        cluster.brokers[f].proc.send_signal(signal.SIGSTOP)
+    try:
+        await cluster.until_all_agree(lambda m: partitions(m, "durable")[0][4] == [cid], "ISR [leader]",
+                                      among=[cid], timeout=PROMISE_S)
+        with pytest.raises(NotEnoughReplicasError):
+            await asyncio.to_thread(send, "all")
+        assert (await asyncio.to_thread(send, 1)).offset == 1
+    finally:
+        for f in followers:
+            cluster.brokers[f].proc.send_signal(signal.SIGCONT)
+    await cluster.until_all_agree(lambda m: len(partitions(m, "durable")[0][4]) >= 2, "a follower back in the ISR",
+                                  among=[cid])
+    assert (await asyncio.to_thread(send, "all")).offset == 2

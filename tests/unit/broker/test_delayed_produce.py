@@ -44,3 +44,12 @@ async def test_lost_leadership_answers_not_leader() -> None:
     op = DelayedProduce(1000, results, {("t", 0): 1}, lambda tp: None)
     assert op.try_complete()
     assert (await op.future)[("t", 0)].error == 6  # NOT_LEADER_OR_FOLLOWER
+
+
+async def test_replicated_while_the_isr_is_below_min_insync_replicas_answers_not_enough_after_append() -> None:
+    results = {("t", 0): ProduceResult(base_offset=0), ("t", 1): ProduceResult(base_offset=0)}
+    op = DelayedProduce(1000, results, {("t", 0): 1, ("t", 1): 1}, lambda tp: 1, lambda tp: tp != ("t", 1))
+    assert op.try_complete()
+    done = await op.future
+    assert done[("t", 0)].error == 0
+    assert done[("t", 1)].error == 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND

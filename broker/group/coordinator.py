@@ -1197,11 +1197,13 @@ class GroupCoordinator:
 
 
 def _read_key_values(lg: Any) -> list[tuple[bytes, bytes | None]]:
-    """(key, value) of every data record of a log up to its high watermark, in offset order
-    (runs in an executor: blocking file reads)."""
+    """(key, value) of every data record of a log up to its log end, in offset order (runs in an
+    executor: blocking file reads). The log end, not the high watermark, as Kafka's
+    GroupMetadataManager loads: a new leader's high watermark is the one it had as a follower,
+    which may not cover the last commits yet; they are the leader's now and will be committed."""
     out: list[tuple[bytes, bytes | None]] = []
     offset = lg.log_start_offset
-    end = lg.high_watermark
+    end = lg.log_end_offset
     while offset < end:
         info = lg.read(offset, 1 << 20, max_offset_exclusive=end, min_one_message=True)
         data = info.records.read()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from protocol.messages import FindCoordinatorRequest
 from tests.cluster.processes import (
     IDS,
     PROMISE_S,
@@ -23,11 +24,13 @@ from tests.cluster.processes import (
     partitions,
     running_cluster,
 )
+from tests.raw_client import RawConnection
 from tests.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.errors import KafkaError
 
 N = 300
 
@@ -165,3 +168,48 @@ async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
     await cluster.until_all_agree(lambda m: len(partitions(m, "durable")[0][4]) >= 2, "a follower back in the ISR",
                                   among=[cid])
     assert (await asyncio.to_thread(send, "all")).offset == 2
+
+
+async def test_committed_offsets_survive_their_coordinators_kill(zookeeper, tmp_path):
+    """__consumer_offsets with replication factor 3: a group's commits are replicated (acks=all),
+    the coordinator is killed, the new leader of the group's offsets partition loads the group
+    (Kafka's onElection) and answers the committed offsets."""
+    from kafka.structs import OffsetAndMetadata
+
+    async with running_cluster(zookeeper, tmp_path, ("offsets.topic.replication.factor=3",
+                                                     "offsets.topic.num.partitions=3")) as cluster:
+        await cluster.open()
+        committed = {TopicPartition("rf3", p): 10 + p for p in RF3}
+
+        def commit() -> None:
+            consumer = KafkaConsumer(group_id="durable-group", bootstrap_servers=cluster.brokers[1].bootstrap,
+                                     enable_auto_commit=False)
+            try:
+                consumer.assign(list(committed))
+                consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in committed.items()})
+            finally:
+                consumer.close()
+
+        await asyncio.to_thread(commit)
+        view = await cluster.until_all_agree(lambda m: "__consumer_offsets" in m["topics"], "the offsets topic")
+        assert all(len(s[3]) == 3 for s in partitions(view, "__consumer_offsets").values())
+        with RawConnection(cluster.ports[1]) as conn:
+            coordinator = conn.call(10, 3, FindCoordinatorRequest(key="durable-group", key_type=0)).node_id
+        cluster.brokers[coordinator].kill()
+        survivor = next(i for i in IDS if i != coordinator)
+
+        def fetched() -> dict[Any, int] | None:
+            admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[survivor].bootstrap, request_timeout_ms=5_000)
+            try:
+                return {tp: om.offset for tp, om in admin.list_group_offsets("durable-group")["durable-group"].items()}
+            except KafkaError:  # COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR until the election
+                return None
+            finally:
+                admin.close()
+
+        deadline = time.monotonic() + PROMISE_S + WAIT
+        offsets = await asyncio.to_thread(fetched)
+        while offsets != committed and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            offsets = await asyncio.to_thread(fetched)
+        assert offsets == committed

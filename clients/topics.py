@@ -63,6 +63,16 @@ def _topic_configs(admin: Any, names: list[str]) -> dict[str, dict[str, str]]:
             for name, cfg in described.get("topic", {}).items()}
 
 
+def _min_insync_replicas(admin: Any, names: list[str]) -> dict[str, int]:
+    """Each topic's effective min.insync.replicas (its override or the broker default)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n, {"min.insync.replicas": None})
+                                        for n in names], config_filter="all")
+    return {name: int(cfg["min.insync.replicas"]["value"]) for name, cfg in described.get("topic", {}).items()
+            if "min.insync.replicas" in cfg}
+
+
 def kafka_uuid(value: Any) -> str:
     """A topic id as Kafka prints it (Uuid.toString: URL-safe base64 of the 16 bytes, no
     padding), so ids can be compared with kafka-topics.sh output and partition.metadata."""
@@ -76,12 +86,22 @@ def kafka_uuid(value: Any) -> str:
 @bootstrap_option
 @click.argument("names", nargs=-1)
 @click.option("--exclude-internal", is_flag=True, help="With no NAMES: leave out internal topics.")
-def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_internal: bool) -> None:
-    """Show partitions with leader, replicas and ISR (all topics when no NAMES are given).
+@click.option("--under-replicated-partitions", "under_replicated", is_flag=True,
+              help="Only partitions whose ISR is smaller than their replicas.")
+@click.option("--under-min-isr-partitions", "under_min_isr", is_flag=True,
+              help="Only partitions whose ISR is smaller than the topic's min.insync.replicas (or without a leader).")
+@click.option("--unavailable-partitions", "unavailable", is_flag=True,
+              help="Only partitions without a live leader.")
+def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_internal: bool,
+             under_replicated: bool, under_min_isr: bool, unavailable: bool) -> None:
+    """Show partitions with leader, replicas and ISR (all topics when no NAMES are given). The
+    filters are kafka-topics.sh's: with one, only the partitions it selects are printed, without
+    the topic lines.
 
     \b
     Example:
       odradek topics describe clicks page-counts
+      odradek topics describe --under-replicated-partitions
     """
     wanted = split_names(names)
     with admin_client(bootstrap, timeout_s) as admin:
@@ -95,13 +115,21 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_i
             described = [t for t in described if not t.get("is_internal")]
         described.sort(key=lambda t: t["name"])
         configs = _topic_configs(admin, [t["name"] for t in described]) if described else {}
+        min_isr = _min_insync_replicas(admin, [t["name"] for t in described]) if described and under_min_isr else {}
+    filtered = under_replicated or under_min_isr or unavailable
     for t in described:
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
         rf = len(parts[0]["replica_nodes"]) if parts else 0
         cfg = ",".join(f"{k}={v}" for k, v in configs.get(t["name"], {}).items())
-        click.echo(f"Topic: {t['name']}\tTopicId: {kafka_uuid(t.get('topic_id'))}"
-                   f"\tPartitionCount: {len(parts)}"
-                   f"\tReplicationFactor: {rf}\tConfigs: {cfg}")
+        if filtered:
+            parts = [p for p in parts if (under_replicated and len(p["isr_nodes"]) < len(p["replica_nodes"]))
+                     or (under_min_isr and (p["leader_id"] == NO_LEADER  # as TopicCommand's isUnderMinIsr
+                                            or len(p["isr_nodes"]) < min_isr.get(t["name"], 1)))
+                     or (unavailable and p["leader_id"] == NO_LEADER)]
+        else:
+            click.echo(f"Topic: {t['name']}\tTopicId: {kafka_uuid(t.get('topic_id'))}"
+                       f"\tPartitionCount: {len(parts)}"
+                       f"\tReplicationFactor: {rf}\tConfigs: {cfg}")
         for p in parts:
             leader = "none" if p["leader_id"] == NO_LEADER else p["leader_id"]
             click.echo(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {leader}"

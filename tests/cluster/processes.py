@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
+import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -184,3 +186,11 @@ def cluster_until(check: Callable[[], bool], timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"not within {timeout}s")
         time.sleep(0.05)
+
+
+def odradek(*args: str) -> str:
+    """The `odradek` command's stdout (it must succeed)."""
+    proc = subprocess.run([sys.executable, "-m", "clients.cli", *args], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -34,6 +34,7 @@ from tests.cluster.processes import (
     Cluster,
     cluster_until,
     led_by,
+    odradek,
     partitions,
     rf1_offline_on,
     rf3_moved_off,
@@ -75,6 +76,13 @@ async def test_a_killed_broker_loses_its_leaderships_within_the_session_timeout(
         assert s[2] == partitions(before, "rf3")[p][2] + 1
     assert [b[0] for b in view["brokers"]] == [i for i in IDS if i != victim]
     assert await cluster.controller() == (cid, epoch)  # the controller did not change
+    # what an operator sees: kafka-topics' filters in `odradek topics describe`
+    def describe(*flags: str) -> list[str]:
+        out = odradek("topics", "describe", "--bootstrap-server", cluster.brokers[cid].bootstrap, "rf3", "rf1", *flags)
+        return [line.split("\t")[1:3] for line in out.splitlines()]
+    assert describe("--under-replicated-partitions") == [["Topic: rf3", f"Partition: {p}"] for p in RF3]
+    assert describe("--unavailable-partitions") == [["Topic: rf1", f"Partition: {victim - 1}"]]
+    assert describe("--under-min-isr-partitions") == [["Topic: rf1", f"Partition: {victim - 1}"]]
     # back: the RF 1 partition is online again on it, the RF 3 ones keep their new leaders
     await cluster.start(victim)
     view = await cluster.until_all_agree(

@@ -30,6 +30,7 @@ from tests.zookeeper import ZooKeeperServer
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import NewTopic
     from kafka.errors import KafkaError
 
 N = 300
@@ -130,7 +131,6 @@ async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
     """min.insync.replicas=2: once both followers of a partition are out of its ISR (paused),
     acks=all produces are refused before the append (NOT_ENOUGH_REPLICAS); acks=1 still works;
     back, the followers rejoin and acks=all is accepted again."""
-    from kafka.admin import NewTopic
     from kafka.errors import NotEnoughReplicasError
 
     await cluster.open()
@@ -213,3 +213,82 @@ async def test_committed_offsets_survive_their_coordinators_kill(zookeeper, tmp_
             await asyncio.sleep(0.2)
             offsets = await asyncio.to_thread(fetched)
         assert offsets == committed
+
+
+async def test_a_returning_leader_truncates_what_it_alone_had(zookeeper, tmp_path):
+    """KIP-101/279: a leader that took acks=1 records its follower never fetched is killed, the
+    follower becomes leader and takes new records; the old leader comes back as a follower, the
+    new leader's DivergingEpoch makes it cut the records only it had, and it then copies the new
+    ones: both replicas end up with the same log (checked by reading from it as leader). Kafka's
+    default replica.lag.time.max.ms (30 s): the paused follower stays in the ISR."""
+    async with running_cluster(zookeeper, tmp_path) as cluster:
+        await cluster.open()
+        cid, _ = await cluster.controller()
+        a, b = (i for i in IDS if i != cid)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[cid].bootstrap, request_timeout_ms=20_000)
+        try:
+            admin.create_topics([NewTopic("pair", -1, -1, replica_assignments={0: [a, b]})])
+        finally:
+            admin.close()
+        await cluster.until_all_agree(lambda m: "pair" in m["topics"] and sorted(partitions(m, "pair")[0][4]) == sorted(
+            (a, b)), "pair with ISR [a, b]")
+
+        def send(values: list[bytes], acks: int | str) -> list[int]:
+            producer = KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks=acks, linger_ms=2,
+                                     request_timeout_ms=10_000)
+            try:
+                fs = [producer.send("pair", v, partition=0) for v in values]
+                producer.flush(20)
+                return [f.get(10).offset for f in fs]
+            finally:
+                producer.close(5)
+
+        first = [b"first-%d" % i for i in range(20)]
+        assert await asyncio.to_thread(send, first, "all") == list(range(20))
+        producer = KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks=1, linger_ms=0,
+                                 request_timeout_ms=10_000)  # ready before b pauses: the pause is short
+        try:
+            producer.partitions_for("pair")
+            cluster.brokers[b].proc.send_signal(signal.SIGSTOP)  # b stops fetching
+            try:
+                # b's fetch parked at a is answered (empty) after replica.fetch.wait.max.ms (500 ms);
+                # records appended before that would go out in that answer and reach b on SIGCONT.
+                # Nothing observable marks the moment from here: wait it out (well inside b's 4 s
+                # ZooKeeper session, which must not expire: b stays in the ISR)
+                await asyncio.sleep(0.7)
+                only_a = [producer.send("pair", b"only-a-%d" % i, partition=0) for i in range(10)]
+                producer.flush(5)
+                assert [f.get(5).offset for f in only_a] == list(range(20, 30))
+                cluster.brokers[a].kill()
+            finally:
+                cluster.brokers[b].proc.send_signal(signal.SIGCONT)
+        finally:
+            producer.close(5)
+        await cluster.until_all_agree(lambda m: partitions(m, "pair")[0][1] == b, "b leads", timeout=PROMISE_S + WAIT)
+        after = [b"after-%d" % i for i in range(15)]
+        assert await asyncio.to_thread(send, after, "all") == list(range(20, 35))  # b's offsets 20.. are new ones
+        mark = 0
+        restarted = await cluster.start(a)
+        await asyncio.to_thread(restarted.wait_for_line, "Truncating partition to the end of the diverging epoch",
+                                WAIT, mark)
+        await cluster.until_all_agree(lambda m: sorted(partitions(m, "pair")[0][4]) == sorted((a, b)),
+                                      "a back in the ISR")
+        cluster.brokers[b].kill()  # a leads again, with what it copied from b
+        await cluster.until_all_agree(lambda m: partitions(m, "pair")[0][1] == a, "a leads", timeout=PROMISE_S + WAIT)
+
+        def read() -> list[tuple[int, bytes]]:
+            consumer = KafkaConsumer(bootstrap_servers=cluster.brokers[cid].bootstrap, enable_auto_commit=False)
+            try:
+                tp = TopicPartition("pair", 0)
+                consumer.assign([tp])
+                consumer.seek_to_beginning(tp)
+                out: list[tuple[int, bytes]] = []
+                deadline = time.monotonic() + WAIT
+                while len(out) < 35 and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=500).values():
+                        out.extend((r.offset, r.value) for r in records)
+                return out
+            finally:
+                consumer.close()
+
+        assert await asyncio.to_thread(read) == list(enumerate(first + after))

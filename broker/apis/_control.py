@@ -25,3 +25,10 @@ def broker_epoch_is_stale(ctx: RequestContext, request_epoch: int, what: str) ->
     log.info("[KafkaApi-%d] Received %s request with broker epoch %d smaller than the current broker epoch %d",
              ctx.server.config.broker_id, what, request_epoch, current)
     return True
+
+
+def not_the_controller(ctx: RequestContext) -> bool:
+    """ZooKeeper mode: topic changes (CreateTopics, CreatePartitions, DeleteTopics) are made by the
+    active controller only; any other broker answers NOT_CONTROLLER for every topic, as Kafka 3.9's
+    KafkaApis does (admin clients send them to the controller named in Metadata)."""
+    return ctx.server.zk_mode and not getattr(ctx.server.controller, "is_active_controller", True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.apis._control import not_the_controller
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.partition_limits import (
@@ -26,6 +27,9 @@ from protocol.messages.create_partitions_response import CreatePartitionsTopicRe
 
 @api(37, 0, 3)
 async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    if not_the_controller(ctx):
+        return CreatePartitionsResponse(throttle_time_ms=0, results=[
+            CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NOT_CONTROLLER) for t in req.topics])
     controller = ctx.server.controller
     cfg = ctx.server.config
     counts = Counter(t.name for t in req.topics)

@@ -18,6 +18,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from broker.apis._control import not_the_controller
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.partition_limits import (
@@ -34,6 +35,9 @@ from storage.config import LogConfig
 
 @api(19, 2, 7)
 async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    if not_the_controller(ctx):
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[
+            CreatableTopicResult(name=t.name, error_code=ErrorCode.NOT_CONTROLLER) for t in req.topics])
     server = ctx.server
     controller = server.controller
     cfg = server.config

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from broker.apis._control import not_the_controller
 from broker.apis.registry import api
 from broker.context import RequestContext
 from controller.image import INTERNAL_TOPICS
@@ -62,6 +63,9 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
+    if not_the_controller(ctx):
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=[
+            DeletableTopicResult(name=n, topic_id=i, error_code=ErrorCode.NOT_CONTROLLER) for n, i in wanted])
     results, wanted = _refuse_invalid_rows(wanted, image)
     for name, topic_id in wanted:
         result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)

@@ -23,6 +23,9 @@ import pytest
 
 from controller.zk.client import ZooKeeperClient
 from controller.zk.kafka_zk_client import KafkaZkClient
+from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from protocol.messages.create_partitions_request import CreatePartitionsTopic
+from protocol.messages.create_topics_request import CreatableTopic
 from tests.broker_process import BrokerProcess
 from tests.cluster.control_requests import Client, Controller, Part, metadata_view, partition_errors
 from tests.compat.test_zk_znodes import ZkModeKafka
@@ -92,6 +95,15 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
         out.append(("Fetch v10 t-1", (await client.fetch("t", 1, version=10)).error_code))
         out.append(("ListOffsets t-1", (await client.list_offsets("t", 1)).error_code))
         out.append(("OffsetForLeaderEpoch t-1", (await client.offset_for_leader_epoch("t", 1, 5)).error_code))
+        # topic changes are the active controller's: this broker is not it (the test holds the seat)
+        r = await client.send(CreateTopicsRequest(topics=[CreatableTopic(
+            name="new", num_partitions=1, replication_factor=1, assignments=[], configs=[])], timeout_ms=5000), 7)
+        out.append(("CreateTopics", [(t.name, t.error_code, t.num_partitions) for t in r.topics]))
+        r = await client.send(CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="t", count=5, assignments=None)],
+                                                      timeout_ms=5000), 3)
+        out.append(("CreatePartitions", [(t.name, t.error_code) for t in r.results]))
+        r = await client.send(DeleteTopicsRequest(topic_names=["t"], timeout_ms=5000), 5)
+        out.append(("DeleteTopics", [(t.name, t.error_code) for t in r.responses]))
         for label, controller_epoch, broker_epoch, changed, topic_id in [
             ("equal leader epochs", 1, epoch, [Part("t", 0, 1, 3, [1], [1, 2]), Part("t", 1, 2, 5, [2], [2, 1])], TOPIC_ID),
             ("older leader epochs", 1, epoch, [Part("t", 0, 1, 2, [1], [1, 2]), Part("t", 1, 2, 4, [2], [2, 1])], TOPIC_ID),
@@ -154,3 +166,5 @@ async def test_controller_requests_are_answered_as_kafka_39_does(zookeeper: ZooK
     assert answers["Produce t-1"][0] == 6 and answers["Produce t-1"][2:4] == (2, 5)  # KIP-951
     assert answers["LeaderAndIsr, older broker epoch"][0] == 77
     assert answers["StopReplica, older leader epoch"] == ((0, [("t", 0, 74)]),)
+    assert answers["CreateTopics"] == ([("new", 41, -1)],)  # NOT_CONTROLLER
+    assert answers["DeleteTopics"] == ([("t", 41)],)

@@ -74,3 +74,11 @@ class ClusterController(Controller, Protocol):
     async def elect_leaders(self, partitions: Any, election_type: str) -> dict[Any, Any]:
         """ElectLeaders ("PREFERRED" or "UNCLEAN"): per (topic, partition) the leader elected, or
         (error code, message)."""
+
+    async def alter_partition_reassignments(self, reassignments: dict[tuple[str, int], list[int] | None]) -> Any:
+        """AlterPartitionReassignments ({partition: target replicas, None cancels}): per partition
+        (error code, message), or (error code, message) for the whole request."""
+
+    async def list_partition_reassignments(self, partitions: Any) -> Any:
+        """ListPartitionReassignments (None: all): per partition being reassigned its
+        ReplicaAssignment, or (error code, message) for the whole request."""

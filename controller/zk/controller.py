@@ -25,8 +25,13 @@ StopReplica / LeaderAndIsr / UpdateMetadata responses, AlterPartition (a leader'
 ControlledShutdown, ElectLeaders (preferred / unclean), the automatic preferred-leader
 rebalance (auto.leader.rebalance.enable), controller changes and session expiry.
 
-Not ported (yet): partition reassignment (AlterPartitionReassignments, /admin/reassign_partitions),
-the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
+Partition reassignment (AlterPartitionReassignments, ListPartitionReassignments): RS = TRS + ORS
+with adding/removing replicas in /brokers/topics/<t>, the new replicas started, and completion when
+an AlterPartition puts every target replica in the ISR (onPartitionReassignment); resumed on
+failover and when a target broker starts.
+
+Not ported (yet): the deprecated /admin/reassign_partitions znode (Kafka 3.9's tool uses the
+admin API), the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
 znodes (Kafka 3.9 brokers use AlterPartition and LeaderAndIsr responses instead), /feature
 versioning, delegation-token expiry.
 
@@ -55,6 +60,7 @@ from controller.channel import (
 from controller.election import (
     NO_LEADER,
     LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
     LeaderRecoveryState,
     PartitionLeaderElectionStrategy,
     preferred_replica_partition_leader_election,
@@ -78,6 +84,7 @@ from controller.zk.data import (
 )
 from controller.zk.event_manager import (
     AlterPartitionReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -87,6 +94,7 @@ from controller.zk.event_manager import (
     ControllerEventManager,
     Expire,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -102,6 +110,7 @@ from controller.zk.partition_state_machine import (
     CONTROLLED_SHUTDOWN,
     OFFLINE_CLEAN,
     PREFERRED,
+    REASSIGN,
     ElectionStrategy,
     StateChangeFailedError,
     ZkPartitionStateMachine,
@@ -322,6 +331,19 @@ class KafkaController:
         self.event_manager.put(ReplicaLeaderElection(frozenset(partitions), election_type, ADMIN_CLIENT_TRIGGERED,
                                                      callback))
 
+    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, list[int] | None],
+                                      callback: Callable[[Any], None]) -> None:
+        """AlterPartitionReassignments ({partition: target replicas, None to cancel}):
+        `callback({partition: (error code, message)})`, or `callback((error code, message))`."""
+        self.event_manager.put(ApiPartitionReassignment(dict(reassignments), callback))
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None,
+                                     callback: Callable[[Any], None]) -> None:
+        """ListPartitionReassignments (None: every partition being reassigned):
+        `callback({partition: ReplicaAssignment})`, or `callback((error code, message))`."""
+        self.event_manager.put(ListPartitionReassignments(None if partitions is None else frozenset(partitions),
+                                                          callback))
+
     # -- ControllerEventProcessor ---------------------------------------------------------------
 
     def preempt(self, event: ControllerEvent) -> None:
@@ -366,6 +388,10 @@ class KafkaController:
                     await self._process_replica_leader_election(event)
                 case AutoPreferredReplicaLeaderElection():
                     await self._process_auto_preferred_replica_leader_election()
+                case ApiPartitionReassignment():
+                    await self._process_api_partition_reassignment(event)
+                case ListPartitionReassignments():
+                    self._process_list_partition_reassignments(event)
                 case _:
                     log.error("%sUnexpected event %s", self.log_ident, event)
         except ControllerMovedError as e:
@@ -474,6 +500,7 @@ class KafkaController:
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
         log.info("%sReady to serve as the new controller with epoch %d", self.log_ident, ctx.epoch)
+        await self._maybe_resume_reassignments(lambda _tp, _a: True)  # initializePartitionReassignments
         await self.topic_deletion_manager.try_topic_deletion()
         log.info("%sStarting the controller scheduler", self.log_ident)
         if self.config.auto_leader_rebalance_enable:
@@ -705,6 +732,8 @@ class KafkaController:
         replicas_on_new = ctx.replicas_on_brokers(new_brokers)
         await self.replica_state_machine.handle_state_changes(replicas_on_new, ReplicaState.OnlineReplica)
         await self.partition_state_machine.trigger_online_partition_state_change()
+        new_set = set(new_brokers)
+        await self._maybe_resume_reassignments(lambda _tp, a: any(r in new_set for r in a.target_replicas))
         for_deletion = {r for r in replicas_on_new if self.topic_deletion_manager.is_topic_queued_up_for_deletion(r.topic)}
         if for_deletion:
             log.info("%sSome replicas %s for topics scheduled for deletion %s are on the newly restarted brokers %s. "
@@ -945,6 +974,241 @@ class KafkaController:
             log.exception("%sError when processing AlterPartition: %s", self.log_ident, event.request)
             response = AlterPartitionResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
         event.callback(response)
+        # once answered: an ISR expansion may complete a reassignment (all target replicas in sync)
+        ctx = self.controller_context
+        for td in response.topics:
+            name = td.topic_name or ctx.topic_name(td.topic_id)
+            for pd in td.partitions:
+                tp = TopicPartition(name, pd.partition_index) if name else None
+                if tp is not None and pd.error_code == ErrorCode.NONE and tp in ctx.partitions_being_reassigned:
+                    await self._maybe_complete_reassignment(tp)
+
+    # -- partition reassignment -----------------------------------------------------------------
+
+    async def _process_api_partition_reassignment(self, event: ApiPartitionReassignment) -> None:
+        """Kafka's processApiPartitionReassignment: validate each target, build RS = TRS + ORS
+        (a None target cancels: back to the origin replicas), then start each reassignment."""
+        if not self.is_active:
+            event.callback((ErrorCode.NOT_CONTROLLER, None))
+            return
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in event.reassignments.items():
+            error = None if target is None else self._validate_replicas(tp, target)
+            if error is not None:
+                results[tp] = error
+                continue
+            current = self.controller_context.partition_full_replica_assignment(tp)
+            if current.is_being_reassigned:
+                to_reassign[tp] = current.reassign_to(current.origin_replicas if target is None else target)
+            elif target is not None:
+                to_reassign[tp] = current.reassign_to(target)
+            else:
+                results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        event.callback(results)
+
+    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> tuple[int, str] | None:
+        if not replicas:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
+        if len(set(replicas)) != len(replicas):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate replica ids in partition reassignment replica list: {_scala_list(replicas)}")
+        if any(r < 0 for r in replicas):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {_scala_list(replicas)}"
+        ctx = self.controller_context
+        adding = ctx.partition_full_replica_assignment(tp).reassign_to(replicas).adding_replicas
+        if not set(adding) <= ctx.live_broker_ids:
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignment has brokers that are not alive. Replica list: {_scala_list(adding)}, "
+                    f"live broker list: {_scala_set(ctx.live_broker_ids)}")
+        return None
+
+    async def _maybe_trigger_partition_reassignment(
+            self, reassignments: Mapping[TopicPartition, ReplicaAssignment]) -> dict[TopicPartition, tuple[int, str | None]]:
+        out: dict[TopicPartition, tuple[int, str | None]] = {}
+        for tp, reassignment in reassignments.items():
+            if self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp.topic):
+                log.info("%sSkipping reassignment of %s since the topic is currently being deleted", self.log_ident, tp)
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif not self.controller_context.partition_replica_assignment(tp):
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            else:
+                try:
+                    await self._on_partition_reassignment(tp, reassignment)
+                    out[tp] = (ErrorCode.NONE, None)
+                except ControllerMovedError:
+                    log.info("%sFailed completing reassignment of partition %s because controller has moved to "
+                             "another broker", self.log_ident, tp)
+                    raise
+                except Exception:
+                    log.exception("%sError completing reassignment of partition %s", self.log_ident, tp)
+                    out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        return out
+
+    def _process_list_partition_reassignments(self, event: ListPartitionReassignments) -> None:
+        if not self.is_active:
+            event.callback((ErrorCode.NOT_CONTROLLER, None))
+            return
+        ctx = self.controller_context
+        partitions = ctx.partitions_being_reassigned if event.partitions is None else event.partitions
+        event.callback({tp: a for tp in sorted(partitions)
+                        if (a := ctx.partition_full_replica_assignment(tp)).is_being_reassigned})
+
+    async def _maybe_resume_reassignments(self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]
+                                          ) -> None:
+        ctx = self.controller_context
+        for tp in sorted(ctx.partitions_being_reassigned):
+            current = ctx.partition_full_replica_assignment(tp)
+            if should_resume(tp, current):
+                await self._on_partition_reassignment(tp, current)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        reassignment = self.controller_context.partition_full_replica_assignment(tp)
+        if await self._is_reassignment_complete(tp, reassignment):
+            log.info("%sTarget replicas %s have all caught up with the leader for reassigning partition %s",
+                     self.log_ident, _scala_list(reassignment.target_replicas), tp)
+            await self._on_partition_reassignment(tp, reassignment)
+
+    async def _on_partition_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        """Kafka's onPartitionReassignment. RS = ORS + TRS, AR = TRS - ORS, RR = ORS - TRS.
+        Not complete (some of TRS out of the ISR): write RS/AR/RR, bump the leader epoch so every
+        replica in RS learns the new assignment (LeaderAndIsr), and start AR (NewReplica); the
+        followers catch up and the leader adds them to the ISR (AlterPartition), which brings us
+        back here. Complete: AR online, RS = TRS, a leader from TRS if the current one leaves, RR
+        offline then deleted (StopReplica delete), the assignment znode written, everyone told."""
+        ctx = self.controller_context
+        self.topic_deletion_manager.mark_topic_ineligible_for_deletion({tp.topic}, reason="topic reassignment in progress")
+        await self._update_current_reassignment(tp, reassignment)
+        adding, removing = reassignment.adding_replicas, reassignment.removing_replicas
+        if not await self._is_reassignment_complete(tp, reassignment):
+            await self._update_leader_epoch_and_send_request(tp, reassignment)
+            for replica in adding:
+                await self.replica_state_machine.handle_state_changes(
+                    [PartitionAndReplica(tp, replica)], ReplicaState.NewReplica)
+        else:
+            await self.replica_state_machine.handle_state_changes(
+                [PartitionAndReplica(tp, r) for r in adding], ReplicaState.OnlineReplica)
+            completed = ReplicaAssignment(reassignment.target_replicas)
+            ctx.update_partition_full_replica_assignment(tp, completed)
+            await self._move_reassigned_partition_leader_if_required(tp, completed)
+            await self._stop_removed_replicas_of_reassigned_partition(tp, removing)
+            await self._update_replica_assignment_for_partition(tp, completed)
+            if tp not in ctx.partitions_being_reassigned:
+                raise IllegalStateError("Cannot remove a reassigning partition because it is not present in memory")
+            ctx.partitions_being_reassigned.discard(tp)
+            await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [tp])
+            await self.topic_deletion_manager.resume_deletion_for_topics({tp.topic})
+
+    async def _update_current_reassignment(self, tp: TopicPartition, reassignment: ReplicaAssignment) -> None:
+        ctx = self.controller_context
+        current = ctx.partition_full_replica_assignment(tp)
+        if current != reassignment:
+            log.debug("%sUpdating assignment of partition %s from %s to %s", self.log_ident, tp, current, reassignment)
+            await self._update_replica_assignment_for_partition(tp, reassignment)
+            ctx.update_partition_full_replica_assignment(tp, reassignment)
+            # a replica being added by an earlier reassignment and not wanted by this one goes now
+            unneeded = [r for r in current.replicas if r not in reassignment.replicas]
+            if unneeded:
+                await self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        ctx.partitions_being_reassigned.add(tp)
+
+    async def _is_reassignment_complete(self, tp: TopicPartition, assignment: ReplicaAssignment) -> bool:
+        """All target replicas in the ISR, as ZooKeeper has it (not our cache)."""
+        if not assignment.is_being_reassigned:
+            return True
+        state = (await self.zk_client.get_topic_partition_states([tp])).get(tp)
+        return state is not None and set(assignment.target_replicas) <= set(state.leader_and_isr.isr)
+
+    async def _update_leader_epoch_and_send_request(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.controller_context
+        updated = await self._update_leader_epoch(tp)
+        if updated is None:
+            self.state_change_logger.with_controller_epoch(ctx.epoch).error(
+                f"Failed to send LeaderAndIsr request with new replica assignment {assignment} to leader for "
+                f"partition being reassigned {tp}")
+            return
+        try:
+            self.broker_request_batch.new_batch()
+            self.broker_request_batch.add_leader_and_isr_request_for_brokers(
+                assignment.replicas, tp, updated, assignment, is_new=False)
+            self.broker_request_batch.send_requests_to_brokers(ctx.epoch)
+        except IllegalStateError as e:
+            await self._handle_illegal_state(e)
+        self.state_change_logger.with_controller_epoch(ctx.epoch).info(
+            f"Sent LeaderAndIsr request {updated} with new replica assignment {assignment} to leader "
+            f"{updated.leader_and_isr.leader} for partition being reassigned {tp}")
+
+    async def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        """Bump the leader epoch (same leader and ISR) so the leader takes the new replica list;
+        re-read and retry on a concurrent write (an ISR change), a bounded number of times."""
+        from controller.zk.partition_state_machine import from_zk_state
+
+        ctx = self.controller_context
+        for _ in range(_UPDATE_LEADER_EPOCH_ATTEMPTS):
+            state = (await self.zk_client.get_topic_partition_states([tp])).get(tp)
+            if state is None:
+                raise IllegalStateError(f"Cannot update leader epoch for partition {tp} as leaderAndIsr path is "
+                                        "empty. This could mean we somehow tried to reassign a partition that doesn't "
+                                        "exist")
+            current = from_zk_state(state)
+            if current.controller_epoch > ctx.epoch:
+                raise StateChangeFailedError(
+                    f"Leader and isr path written by another controller. This probably means the current controller "
+                    f"with epoch {ctx.epoch} went through a soft failure and another controller was elected with "
+                    f"epoch {current.controller_epoch}. Aborting state change by this controller")
+            update = await self.zk_client.update_leader_and_isr(
+                {tp: current.leader_and_isr.new_epoch()}, ctx.epoch, ctx.epoch_zk_version)
+            outcome = update.finished_partitions.get(tp)
+            if isinstance(outcome, Exception):
+                raise outcome
+            if outcome is not None:
+                info = LeaderIsrAndControllerEpoch(outcome, ctx.epoch)
+                ctx.put_partition_leadership_info(tp, info)
+                log.info("%sUpdated leader epoch for partition %s to %d, zkVersion=%d", self.log_ident, tp,
+                         outcome.leader_epoch, outcome.partition_epoch)
+                return info
+        return None
+
+    async def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition,
+                                                            new_assignment: ReplicaAssignment) -> None:
+        ctx = self.controller_context
+        replicas = new_assignment.replicas
+        info = ctx.partition_leadership_info.get(tp)
+        current_leader = NO_LEADER if info is None else info.leader_and_isr.leader
+        if current_leader not in replicas:
+            log.info("%sLeader %d for partition %s being reassigned, is not in the new list of replicas %s. "
+                     "Re-electing leader", self.log_ident, current_leader, tp, ",".join(map(str, replicas)))
+            await self.partition_state_machine.handle_state_changes([tp], PartitionState.OnlinePartition, REASSIGN)
+        elif ctx.is_replica_online(current_leader, tp):
+            log.info("%sLeader %d for partition %s being reassigned, is already in the new list of replicas %s and "
+                     "is alive", self.log_ident, current_leader, tp, ",".join(map(str, replicas)))
+            await self._update_leader_epoch_and_send_request(tp, new_assignment)
+        else:
+            log.info("%sLeader %d for partition %s being reassigned, is already in the new list of replicas %s but "
+                     "is dead", self.log_ident, current_leader, tp, ",".join(map(str, replicas)))
+            await self.partition_state_machine.handle_state_changes([tp], PartitionState.OnlinePartition, REASSIGN)
+
+    async def _stop_removed_replicas_of_reassigned_partition(self, tp: TopicPartition, removed: Iterable[int]) -> None:
+        """Offline (out of the ISR), then StopReplica with delete; Kafka does not wait for the
+        deletion's answer either."""
+        replicas = [PartitionAndReplica(tp, r) for r in removed]
+        rsm = self.replica_state_machine
+        for target in (ReplicaState.OfflineReplica, ReplicaState.ReplicaDeletionStarted,
+                       ReplicaState.ReplicaDeletionSuccessful, ReplicaState.NonExistentReplica):
+            await rsm.handle_state_changes(replicas, target)
+
+    async def _update_replica_assignment_for_partition(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        ctx = self.controller_context
+        topic_assignment = ctx.partition_full_replica_assignment_for_topic(tp.topic)
+        topic_assignment[tp.partition] = assignment
+        try:
+            await self.zk_client.set_topic_assignment(tp.topic, ctx.topic_ids.get(tp.topic), topic_assignment,
+                                                      ctx.epoch_zk_version)
+        except NoNodeError as e:
+            raise IllegalStateError(f"Failed to update assignment for {tp} since the topic has no current "
+                                    "assignment") from e
+        log.info("%sSuccessfully updated assignment of partition %s to %s", self.log_ident, tp, assignment)
 
     async def _try_process_alter_partition(self, request: Any, version: int) -> AlterPartitionResponse:
         """Kafka's tryProcessAlterPartition: validate each partition's leader epoch and partition
@@ -1190,6 +1454,13 @@ class StaleBrokerEpochError(Exception):
 
 class BrokerNotAvailableError(Exception):
     code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
+_UPDATE_LEADER_EPOCH_ATTEMPTS = 10  # Kafka retries until it wins; we stop rather than spin
+
+
+def _scala_list(ids: Iterable[int]) -> str:
+    return f"List({', '.join(map(str, ids))})"
 
 
 def _assignment_str(a: TopicIdReplicaAssignment) -> str:

@@ -463,6 +463,35 @@ class ReplicaAssignment:
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
 
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS): what a cancellation goes back to."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (TRS)."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """Kafka's ReplicaAssignment.reassignTo: RS = TRS + ORS (in that order, distinct); the
+        adding replicas are the new ones, the removing ones the origin replicas not in TRS. A
+        reassignment of a partition already being reassigned starts from its origin replicas."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
+
+    def __str__(self) -> str:
+        def ids(xs: tuple[int, ...]) -> str:
+            return ",".join(map(str, xs))
+        return (f"ReplicaAssignment(replicas={ids(self.replicas)}, addingReplicas={ids(self.adding_replicas)}, "
+                f"removingReplicas={ids(self.removing_replicas)})")
+
 
 @dataclass(frozen=True)
 class TopicIdReplicaAssignment:

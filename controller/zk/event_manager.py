@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "AlterPartitionReceived",
+    "ApiPartitionReassignment",
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerModifications",
@@ -41,6 +42,7 @@ __all__ = [
     "ControllerState",
     "Expire",
     "LeaderAndIsrResponseReceived",
+    "ListPartitionReassignments",
     "PartitionModifications",
     "QueuedEvent",
     "Reelect",
@@ -254,6 +256,37 @@ class ReplicaLeaderElection(ControllerEvent):
         from protocol.errors import ErrorCode
 
         self.callback({p: (ErrorCode.NOT_CONTROLLER, None) for p in self.partitions or ()})
+
+
+@dataclass(eq=False)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: {partition: target replicas, or None to cancel};
+    `callback({partition: (error code, message)})`, or `callback((error code, message))` for a
+    top-level error (NOT_CONTROLLER)."""
+
+    state: ClassVar[ControllerState] = ControllerState.AlterPartitionReassignment
+    reassignments: dict[Any, list[int] | None]
+    callback: Callable[[Any], None] = field(repr=False)
+
+    def preempt(self) -> None:
+        from protocol.errors import ErrorCode
+
+        self.callback((ErrorCode.NOT_CONTROLLER, None))
+
+
+@dataclass(eq=False)
+class ListPartitionReassignments(ControllerEvent):
+    """ListPartitionReassignments: the given partitions (None: all) being reassigned;
+    `callback({partition: ReplicaAssignment})` or `callback((error code, message))`."""
+
+    state: ClassVar[ControllerState] = ControllerState.ListPartitionReassignment
+    partitions: frozenset[Any] | None
+    callback: Callable[[Any], None] = field(repr=False)
+
+    def preempt(self) -> None:
+        from protocol.errors import ErrorCode
+
+        self.callback((ErrorCode.NOT_CONTROLLER, None))
 
 
 @dataclass(eq=False)

@@ -372,6 +372,18 @@ class ZkController:
         tps = [TopicPartition(topic, partition) for topic, partition in partitions]
         return await self._ask(lambda cb: self.kafka_controller.elect_leaders(tps, election_type, cb))
 
+    async def alter_partition_reassignments(self, reassignments: dict[tuple[str, int], list[int] | None]) -> Any:
+        """AlterPartitionReassignments: {(topic, partition): (error code, message)}, or (error
+        code, message) for the whole request (NOT_CONTROLLER)."""
+        tps = {TopicPartition(t, p): r for (t, p), r in reassignments.items()}
+        return await self._ask(lambda cb: self.kafka_controller.alter_partition_reassignments(tps, cb))
+
+    async def list_partition_reassignments(self, partitions: Any) -> Any:
+        """ListPartitionReassignments (None: all): {(topic, partition): ReplicaAssignment} of
+        those being reassigned, or (error code, message)."""
+        tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        return await self._ask(lambda cb: self.kafka_controller.list_partition_reassignments(tps, cb))
+
     # -- producer ids ---------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

@@ -361,3 +361,20 @@ def test_uuid_strings():
     u = uuid.UUID("12345678-1234-5678-1234-567812345678")
     assert zd.uuid_from_string(zd.uuid_to_string(u)) == u
     assert len(zd.uuid_to_string(u)) == 22
+
+
+def test_replica_assignment_reassign_to_as_kafka():
+    """Kafka's ReplicaAssignment.reassignTo / originReplicas / targetReplicas (ReplicaAssignmentTest):
+    RS = (TRS ++ ORS).distinct, AR = RS -- ORS, RR = RS -- TRS, in RS order."""
+    from controller.zk.data import ReplicaAssignment
+
+    moving = ReplicaAssignment((1, 2)).reassign_to([2, 3])
+    assert moving == ReplicaAssignment((2, 3, 1), (3,), (1,))
+    assert (moving.origin_replicas, moving.target_replicas, moving.is_being_reassigned) == ((2, 1), (2, 3), True)
+    assert str(moving) == "ReplicaAssignment(replicas=2,3,1, addingReplicas=3, removingReplicas=1)"
+    # a new target during a reassignment starts from the origin replicas; cancelling goes back to them
+    assert moving.reassign_to([4, 5]) == ReplicaAssignment((4, 5, 2, 1), (4, 5), (2, 1))
+    assert moving.reassign_to(moving.origin_replicas) == ReplicaAssignment((2, 1))
+    assert not ReplicaAssignment((1, 2)).reassign_to([1, 2]).is_being_reassigned
+    # a reordering only: nothing added or removed
+    assert ReplicaAssignment((1, 2, 3)).reassign_to([3, 1, 2]) == ReplicaAssignment((3, 1, 2))

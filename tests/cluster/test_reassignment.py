@@ -1,0 +1,204 @@
+"""Partition reassignment between real `odradek serve` processes, ZooKeeper mode (issue #15), with
+Kafka 3.9.2's own `kafka-reassign-partitions` (org.apache.kafka.tools.reassign.
+ReassignPartitionsCommand): --execute moves an RF 2 partition's replicas [1, 2] -> [2, 3] through
+AlterPartitionReassignments; the controller writes RS = TRS + ORS with adding/removing replicas,
+starts broker 3's replica, which catches up and joins the ISR (AlterPartition), then completes:
+RS = TRS, a leader from TRS, broker 1's replica stopped and deleted. --list
+(ListPartitionReassignments) shows a reassignment held back by a paused new replica, and --cancel
+takes it back to the origin replicas (in RS order, [2, 1], as Kafka)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages import ListPartitionReassignmentsRequest
+from tests.cluster.processes import WAIT, Cluster, partitions, running_cluster
+from tests.compat.jvm import run_tool
+from tests.raw_client import RawConnection
+from tests.zookeeper import ZooKeeperServer
+
+with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import NewTopic
+
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+N = 200
+LAG_MS = 800
+
+
+@pytest.fixture
+async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",)) as c:
+        yield c
+
+
+def create_topic(bootstrap: str, topic: str, replicas: list[int]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
+    try:
+        result = admin.create_topics([NewTopic(topic, -1, -1, replica_assignments={0: replicas})])
+        assert [t["error_code"] for t in result["topics"]] == [0], result
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, request_timeout_ms=10_000)
+    try:
+        futures = [producer.send(topic, v, partition=0) for v in values]
+        producer.flush(30)
+        assert [f.get(10).offset for f in futures] == list(range(len(values)))
+    finally:
+        producer.close(5)
+
+
+def read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        out: list[bytes] = []
+        deadline = time.monotonic() + WAIT
+        while len(out) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend(r.value for r in records)
+        return out
+    finally:
+        consumer.close()
+
+
+def tool(bootstrap: str, *args: str) -> str:
+    return run_tool(REASSIGN, "--bootstrap-server", bootstrap, *args, timeout=90).stdout
+
+
+def plan(tmp_path: Path, topic: str, replicas: list[int]) -> str:
+    path = tmp_path / f"{topic}-plan.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": replicas, "log_dirs": ["any"] * len(replicas)}]}))
+    return str(path)
+
+
+async def until(check: Any, what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(check):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        await asyncio.sleep(0.1)
+
+
+async def test_execute_verify_moves_replicas_and_deletes_the_old_one(cluster, tmp_path):
+    zk = await cluster.open()
+    bootstrap = cluster.brokers[1].bootstrap
+    await asyncio.to_thread(create_topic, bootstrap, "moving", [1, 2])
+    await cluster.until_all_agree(lambda m: "moving" in m["topics"] and partitions(m, "moving")[0][1] == 1
+                                  and sorted(partitions(m, "moving")[0][4]) == [1, 2], "moving led by 1, ISR 1,2")
+    values = [b"m%04d" % i for i in range(N)]
+    await asyncio.to_thread(produce, bootstrap, "moving", values)
+    assert (cluster.brokers[1].log_dir / "moving-0").is_dir()
+    json_file = plan(tmp_path, "moving", [2, 3])
+
+    out = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--execute")
+    assert "Successfully started partition reassignment for moving-0" in out, out
+
+    verified: list[str] = []
+
+    def completed() -> bool:
+        verified.append(tool(bootstrap, "--reassignment-json-file", json_file, "--verify"))
+        return "Reassignment of partition moving-0 is completed." in verified[-1]
+    await until(completed, "--verify says completed", timeout=60)
+
+    view = await cluster.until_all_agree(
+        lambda m: partitions(m, "moving")[0][3] == [2, 3] and sorted(partitions(m, "moving")[0][4]) == [2, 3]
+        and partitions(m, "moving")[0][1] in (2, 3), "moving on 2,3")
+    # Kafka's znode JSON: RS = TRS, no adding/removing replicas left
+    data, _ = await zk.get_data_and_stat("/brokers/topics/moving")
+    doc = json.loads(data)
+    assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"], doc["version"]) == (
+        {"0": [2, 3]}, {}, {}, 3), doc
+    state, _ = await zk.get_data_and_stat("/brokers/topics/moving/partitions/0/state")
+    st = json.loads(state)
+    assert st["leader"] == partitions(view, "moving")[0][1] and sorted(st["isr"]) == [2, 3], st
+    # broker 1 got StopReplica with delete: its partition directory goes
+    await until(lambda: not (cluster.brokers[1].log_dir / "moving-0").exists(), "broker 1's moving-0 deleted")
+    assert (cluster.brokers[3].log_dir / "moving-0").is_dir()
+
+    # the data is on broker 3: kill broker 2, read everything from broker 3 as the leader
+    if partitions(view, "moving")[0][1] != 3:
+        await asyncio.to_thread(cluster.brokers[2].kill)
+        await cluster.until_all_agree(lambda m: partitions(m, "moving")[0][1] == 3, "broker 3 leads", among=[1, 3])
+    assert await asyncio.to_thread(read_all, cluster.brokers[3].bootstrap, "moving", N) == values
+
+
+def list_reassignments(port: int) -> Any:
+    with RawConnection(port) as conn:
+        return conn.call(46, 0, ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None))
+
+
+async def test_list_shows_a_reassignment_held_back_and_cancel_reverts_it(cluster, tmp_path):
+    """The new replica's broker paused (SIGSTOP; not the controller): it cannot catch up, so the
+    reassignment [o1, o2] -> [o2, p] stays in progress: --list and ListPartitionReassignments
+    show RS = TRS + ORS = [o2, p, o1], adding p, removing o1, and the znode has Kafka's
+    adding/removing maps. --cancel goes back to the origin replicas in RS order ([o2, o1]: Kafka's
+    replicas.diff(addingReplicas)); the paused broker's replica is deleted once it runs again."""
+    zk = await cluster.open()
+    cid, _ = await cluster.controller()
+    paused = max(b for b in (1, 2, 3) if b != cid)
+    o1, o2 = [b for b in (1, 2, 3) if b != paused]
+    bootstrap = cluster.brokers[cid].bootstrap
+    await asyncio.to_thread(create_topic, bootstrap, "stuck", [o1, o2])
+    await cluster.until_all_agree(lambda m: "stuck" in m["topics"]
+                                  and sorted(partitions(m, "stuck")[0][4]) == sorted([o1, o2]), "stuck in sync")
+    await asyncio.to_thread(produce, bootstrap, "stuck", [b"s%04d" % i for i in range(N)])
+    cluster.brokers[paused].proc.send_signal(signal.SIGSTOP)
+    try:
+        json_file = plan(tmp_path, "stuck", [o2, paused])
+        out = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--execute")
+        assert "Successfully started partition reassignment for stuck-0" in out, out
+
+        listed = await asyncio.to_thread(tool, bootstrap, "--list")
+        assert (f"Current partition reassignments:\nstuck-0: replicas: {o2},{paused},{o1}. adding: {paused}. "
+                f"removing: {o1}.") in listed, listed
+        resp = await asyncio.to_thread(list_reassignments, cluster.ports[cid])
+        assert resp.error_code == 0
+        assert [(t.name, [(p.partition_index, p.replicas, p.adding_replicas, p.removing_replicas)
+                          for p in t.partitions]) for t in resp.topics] == [
+            ("stuck", [(0, [o2, paused, o1], [paused], [o1])])]
+        # a broker that is not the controller answers NOT_CONTROLLER, as Kafka's ZooKeeper-mode KafkaApis
+        other = next(b for b in (o1, o2) if b != cid)
+        resp = await asyncio.to_thread(list_reassignments, cluster.ports[other])
+        assert resp.error_code == ErrorCode.NOT_CONTROLLER and resp.topics == []
+        data, _ = await zk.get_data_and_stat("/brokers/topics/stuck")
+        doc = json.loads(data)
+        assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == (
+            {"0": [o2, paused, o1]}, {"0": [paused]}, {"0": [o1]}), doc
+        verify = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--verify")
+        assert "Reassignment of partition stuck-0 is still in progress." in verify, verify
+
+        # --preserve-throttles: clearing them would ask the paused broker too
+        out = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--cancel",
+                                      "--preserve-throttles")
+        assert "Successfully cancelled partition reassignment for: stuck-0" in out, out
+        listed = await asyncio.to_thread(tool, bootstrap, "--list")
+        assert "No partition reassignments found." in listed, listed
+        data, _ = await zk.get_data_and_stat("/brokers/topics/stuck")
+        doc = json.loads(data)
+        assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == ({"0": [o2, o1]}, {}, {}), doc
+        await cluster.until_all_agree(lambda m: partitions(m, "stuck")[0][3] == [o2, o1]
+                                      and sorted(partitions(m, "stuck")[0][4]) == sorted([o1, o2]),
+                                      "stuck back on the origin replicas", among=[o1, o2])
+    finally:
+        cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
+    await cluster.until_all_agree(lambda m: partitions(m, "stuck")[0][3] == [o2, o1], "all agree on the origin")
+    await until(lambda: not (cluster.brokers[paused].log_dir / "stuck-0").exists(), "the paused broker's stuck-0 deleted")
+    assert (cluster.brokers[o1].log_dir / "stuck-0").is_dir() and (cluster.brokers[o2].log_dir / "stuck-0").is_dir()

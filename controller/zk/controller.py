@@ -28,10 +28,10 @@ rebalance (auto.leader.rebalance.enable), controller changes and session expiry.
 Partition reassignment (AlterPartitionReassignments, ListPartitionReassignments): RS = TRS + ORS
 with adding/removing replicas in /brokers/topics/<t>, the new replicas started, and completion when
 an AlterPartition puts every target replica in the ISR (onPartitionReassignment); resumed on
-failover and when a target broker starts.
+failover and when a target broker starts. The deprecated /admin/reassign_partitions znode is
+honoured too (each partition taken out of it once done or refused; the znode deleted when empty).
 
-Not ported (yet): the deprecated /admin/reassign_partitions znode (Kafka 3.9's tool uses the
-admin API), the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
+Not ported (yet): the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
 znodes (Kafka 3.9 brokers use AlterPartition and LeaderAndIsr responses instead), /feature
 versioning, delegation-token expiry.
 
@@ -76,6 +76,7 @@ from controller.zk.data import (
     ConfigType,
     ControllerZNode,
     DeleteTopicsZNode,
+    ReassignPartitionsZNode,
     ReplicaAssignment,
     TopicIdReplicaAssignment,
     TopicPartitionsZNode,
@@ -104,6 +105,7 @@ from controller.zk.event_manager import (
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
     UpdateMetadataResponseReceived,
+    ZkPartitionReassignment,
 )
 from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from controller.zk.partition_state_machine import (
@@ -253,6 +255,8 @@ class KafkaController:
         self.broker_change_handler = _ChildHandler(BrokerIdsZNode.path, lambda: put(BrokerChange()))
         self.topic_change_handler = _ChildHandler(TopicsZNode.path, lambda: put(TopicChange()))
         self.topic_deletion_handler = _ChildHandler(DeleteTopicsZNode.path, lambda: put(TopicDeletion()))
+        self.partition_reassignment_handler = _NodeHandler(
+            ReassignPartitionsZNode.path, on_create=lambda: put(ZkPartitionReassignment()))
         self.broker_modifications_handlers: dict[int, _NodeHandler] = {}
         self.partition_modifications_handlers: dict[str, _NodeHandler] = {}
         self._session_handler = _SessionHandler(self)
@@ -392,6 +396,8 @@ class KafkaController:
                     await self._process_api_partition_reassignment(event)
                 case ListPartitionReassignments():
                     self._process_list_partition_reassignments(event)
+                case ZkPartitionReassignment():
+                    await self._process_zk_partition_reassignment()
                 case _:
                     log.error("%sUnexpected event %s", self.log_ident, event)
         except ControllerMovedError as e:
@@ -488,6 +494,7 @@ class KafkaController:
         # before reading the source of truth, register the handlers, so no change is missed
         for handler in (self.broker_change_handler, self.topic_change_handler, self.topic_deletion_handler):
             self.zk.register_znode_child_change_handler(handler)
+        self.zk.register_znode_change_handler(self.partition_reassignment_handler)
         log.info("%sInitializing controller context", self.log_ident)
         await self._initialize_controller_context()
         log.info("%sFetching topic deletions in progress", self.log_ident)
@@ -500,7 +507,9 @@ class KafkaController:
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
         log.info("%sReady to serve as the new controller with epoch %d", self.log_ident, ctx.epoch)
-        await self._maybe_resume_reassignments(lambda _tp, _a: True)  # initializePartitionReassignments
+        # initializePartitionReassignments: new ones through ZooKeeper, then the API ones to restart
+        zk_resumed = await self._process_zk_partition_reassignment()
+        await self._maybe_resume_reassignments(lambda tp, _a: tp not in zk_resumed)
         await self.topic_deletion_manager.try_topic_deletion()
         log.info("%sStarting the controller scheduler", self.log_ident)
         if self.config.auto_leader_rebalance_enable:
@@ -516,6 +525,7 @@ class KafkaController:
         self.zk.unregister_znode_child_change_handler(TopicsZNode.path)
         self._unregister_partition_modifications_handlers(list(self.partition_modifications_handlers))
         self.zk.unregister_znode_child_change_handler(DeleteTopicsZNode.path)
+        self.zk.unregister_znode_change_handler(ReassignPartitionsZNode.path)
         self.replica_state_machine.shutdown()
         self.zk.unregister_znode_child_change_handler(BrokerIdsZNode.path)
         await self.controller_channel_manager.shutdown()
@@ -1005,8 +1015,49 @@ class KafkaController:
                 to_reassign[tp] = current.reassign_to(target)
             else:
                 results[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        # the latest reassignment, by API or through ZooKeeper, wins: drop the partition from the znode
+        await self._maybe_remove_from_zk_reassignment(lambda tp, _r: tp in to_reassign)
         results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
         event.callback(results)
+
+    async def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Kafka's processZkPartitionReassignment: start what /admin/reassign_partitions asks
+        (re-arming the creation watch), drop the failed partitions from it; the started ones."""
+        if not self.is_active or not await self.zk_client.register_znode_change_handler_and_check_existence(
+                self.partition_reassignment_handler):
+            return set()
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for (topic, partition), target in (await self.zk_client.get_partition_reassignment()).items():
+            tp = TopicPartition(topic, partition)
+            to_reassign[tp] = self.controller_context.partition_full_replica_assignment(tp).reassign_to(target)
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp: r for tp, r in results.items() if r[0] != ErrorCode.NONE}
+        if failed:
+            log.warning("%sFailed reassignment through zk with the following errors: %s", self.log_ident,
+                        _scala_map({tp: _error_name(code) for tp, (code, _m) in failed.items()}))
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _r: tp in failed)
+        return set(results) - set(failed)
+
+    async def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, list[int]], bool]
+                                                 ) -> None:
+        """Rewrite /admin/reassign_partitions without the partitions `should_remove` picks; delete
+        it when none is left (and look again, so a new one is seen)."""
+        ctx = self.controller_context
+        if not await self.zk_client.reassign_partitions_in_progress():
+            return
+        current = await self.zk_client.get_partition_reassignment()
+        removing = {tp: r for tp, r in current.items() if should_remove(TopicPartition(*tp), r)}
+        remaining = {tp: r for tp, r in current.items() if tp not in removing}
+        log.info("%sRemoving partitions %s from the list of reassigned partitions in zookeeper", self.log_ident,
+                 _scala_map({f"{t}-{p}": _scala_list(r) for (t, p), r in removing.items()}))
+        if not remaining:
+            log.info("%sNo more partitions need to be reassigned. Deleting zk path %s", self.log_ident,
+                     ReassignPartitionsZNode.path)
+            await self.zk_client.delete_partition_reassignment(ctx.epoch_zk_version)
+            self.event_manager.put(ZkPartitionReassignment())
+        else:
+            await self.zk_client.set_or_create_partition_reassignment(remaining, ctx.epoch_zk_version)
 
     def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> tuple[int, str] | None:
         if not replicas:
@@ -1096,6 +1147,8 @@ class KafkaController:
             await self._update_replica_assignment_for_partition(tp, completed)
             if tp not in ctx.partitions_being_reassigned:
                 raise IllegalStateError("Cannot remove a reassigning partition because it is not present in memory")
+            done = list(completed.replicas)
+            await self._maybe_remove_from_zk_reassignment(lambda p, r: p == tp and list(r) == done)
             ctx.partitions_being_reassigned.discard(tp)
             await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, [tp])
             await self.topic_deletion_manager.resume_deletion_for_topics({tp.topic})

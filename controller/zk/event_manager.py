@@ -54,6 +54,7 @@ __all__ = [
     "TopicDeletion",
     "TopicDeletionStopReplicaResponseReceived",
     "UpdateMetadataResponseReceived",
+    "ZkPartitionReassignment",
 ]
 
 log = logging.getLogger(__name__)
@@ -272,6 +273,13 @@ class ApiPartitionReassignment(ControllerEvent):
         from protocol.errors import ErrorCode
 
         self.callback((ErrorCode.NOT_CONTROLLER, None))
+
+
+@dataclass(eq=False)
+class ZkPartitionReassignment(ControllerEvent):
+    """/admin/reassign_partitions was created (the deprecated ZooKeeper way to reassign)."""
+
+    state: ClassVar[ControllerState] = ControllerState.AlterPartitionReassignment
 
 
 @dataclass(eq=False)

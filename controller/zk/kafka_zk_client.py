@@ -64,6 +64,7 @@ from controller.zk.data import (
     LeaderIsrAndControllerEpoch,
     ProducerIdBlockZNode,
     ProducerIdsBlock,
+    ReassignPartitionsZNode,
     ReplicaAssignment,
     TopicIdReplicaAssignment,
     TopicPartitionStateZNode,
@@ -509,6 +510,38 @@ class KafkaZkClient:
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, NoNodeError):
                 raise r
+
+    # --- /admin/reassign_partitions (deprecated since 2.4; a 3.9 controller still honours it) ----
+
+    async def reassign_partitions_in_progress(self) -> bool:
+        return await self.path_exists(ReassignPartitionsZNode.path)
+
+    async def get_partition_reassignment(self) -> dict[tuple[str, int], list[int]]:
+        """The znode's {(topic, partition): target replicas}; empty if absent. Kafka logs and
+        ignores a znode it cannot parse (empty too)."""
+        data, stat = await self.get_data_and_stat(ReassignPartitionsZNode.path)
+        if stat is None:
+            return {}
+        try:
+            return ReassignPartitionsZNode.decode(data)
+        except zd.ZkDataError as e:
+            log.warning("Ignoring partition reassignment due to invalid json: %s", e)
+            return {}
+
+    async def set_or_create_partition_reassignment(self, reassignment: Mapping[tuple[str, int], list[int]],
+                                                   expected_controller_epoch_zk_version: int) -> None:
+        data = ReassignPartitionsZNode.encode(reassignment)
+        try:
+            await self._fenced(SetDataOp(ReassignPartitionsZNode.path, data, MATCH_ANY_VERSION),
+                               expected_controller_epoch_zk_version)
+        except NoNodeError:
+            await self._fenced(CreateOp(ReassignPartitionsZNode.path, data), expected_controller_epoch_zk_version)
+
+    async def delete_partition_reassignment(self, expected_controller_epoch_zk_version: int) -> None:
+        try:
+            await self._fenced(DeleteOp(ReassignPartitionsZNode.path), expected_controller_epoch_zk_version)
+        except NoNodeError:
+            pass
 
     # --- configs ---------------------------------------------------------------------------------
 

@@ -202,3 +202,33 @@ async def test_list_shows_a_reassignment_held_back_and_cancel_reverts_it(cluster
     await cluster.until_all_agree(lambda m: partitions(m, "stuck")[0][3] == [o2, o1], "all agree on the origin")
     await until(lambda: not (cluster.brokers[paused].log_dir / "stuck-0").exists(), "the paused broker's stuck-0 deleted")
     assert (cluster.brokers[o1].log_dir / "stuck-0").is_dir() and (cluster.brokers[o2].log_dir / "stuck-0").is_dir()
+
+
+async def test_the_deprecated_reassign_partitions_znode_is_honoured(cluster, tmp_path):
+    """/admin/reassign_partitions (what `--zookeeper` tools wrote before 2.4; a Kafka 3.9
+    controller still watches it): the known partition is moved and the unknown one refused, each
+    taken out of the znode, which is deleted once empty."""
+    zk = await cluster.open()
+    bootstrap = cluster.brokers[1].bootstrap
+    await asyncio.to_thread(create_topic, bootstrap, "legacy", [2, 3])
+    await cluster.until_all_agree(lambda m: "legacy" in m["topics"]
+                                  and sorted(partitions(m, "legacy")[0][4]) == [2, 3], "legacy in sync")
+    await asyncio.to_thread(produce, bootstrap, "legacy", [b"l%04d" % i for i in range(N)])
+    await zk.create_recursive("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": "legacy", "partition": 0, "replicas": [1, 2]},
+        {"topic": "nosuch", "partition": 0, "replicas": [1]}]}).encode())
+    await cluster.until_all_agree(lambda m: partitions(m, "legacy")[0][3] == [1, 2]
+                                  and sorted(partitions(m, "legacy")[0][4]) == [1, 2], "legacy on 1,2")
+
+    async def gone() -> bool:
+        return not await zk.path_exists("/admin/reassign_partitions")
+    deadline = time.monotonic() + WAIT
+    while not await gone():
+        assert time.monotonic() < deadline, "/admin/reassign_partitions still there"
+        await asyncio.sleep(0.1)
+    data, _ = await zk.get_data_and_stat("/brokers/topics/legacy")
+    doc = json.loads(data)
+    assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == ({"0": [1, 2]}, {}, {}), doc
+    await until(lambda: not (cluster.brokers[3].log_dir / "legacy-0").exists(), "broker 3's legacy-0 deleted")
+    assert await asyncio.to_thread(read_all, cluster.brokers[1].bootstrap, "legacy", N) == [
+        b"l%04d" % i for i in range(N)]

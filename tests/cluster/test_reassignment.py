@@ -232,3 +232,41 @@ async def test_the_deprecated_reassign_partitions_znode_is_honoured(cluster, tmp
     await until(lambda: not (cluster.brokers[3].log_dir / "legacy-0").exists(), "broker 3's legacy-0 deleted")
     assert await asyncio.to_thread(read_all, cluster.brokers[1].bootstrap, "legacy", N) == [
         b"l%04d" % i for i in range(N)]
+
+
+async def test_a_new_controller_resumes_a_reassignment_in_progress(cluster, tmp_path):
+    """[c, o] -> [o, p] with p paused (so the move cannot complete) and c the controller; c is
+    killed -9: the new controller reads the adding/removing replicas from the topic znode and
+    resumes (Kafka's initializePartitionReassignments); once p runs again it catches up, joins
+    the ISR and the reassignment completes without c. p then serves every record as leader."""
+    await cluster.open()
+    c, _ = await cluster.controller()
+    o, p = [b for b in (1, 2, 3) if b != c]
+    await asyncio.to_thread(create_topic, cluster.brokers[c].bootstrap, "resumed", [c, o])
+    await cluster.until_all_agree(lambda m: "resumed" in m["topics"]
+                                  and sorted(partitions(m, "resumed")[0][4]) == sorted([c, o]), "resumed in sync")
+    values = [b"r%04d" % i for i in range(N)]
+    await asyncio.to_thread(produce, cluster.brokers[c].bootstrap, "resumed", values)
+    json_file = plan(tmp_path, "resumed", [o, p])
+    cluster.brokers[p].proc.send_signal(signal.SIGSTOP)
+    try:
+        out = await asyncio.to_thread(tool, cluster.brokers[c].bootstrap, "--reassignment-json-file", json_file,
+                                      "--execute")
+        assert "Successfully started partition reassignment for resumed-0" in out, out
+        await asyncio.to_thread(cluster.brokers[c].kill)
+        assert await cluster.until_controller_other_than(c, WAIT) == o
+        listed = await asyncio.to_thread(tool, cluster.brokers[o].bootstrap, "--list")
+        assert f"resumed-0: replicas: {o},{p},{c}. adding: {p}. removing: {c}." in listed, listed
+    finally:
+        cluster.brokers[p].proc.send_signal(signal.SIGCONT)
+
+    def completed() -> bool:
+        return "Reassignment of partition resumed-0 is completed." in tool(
+            cluster.brokers[o].bootstrap, "--reassignment-json-file", json_file, "--verify")
+    await until(completed, "--verify says completed", timeout=60)
+    await cluster.until_all_agree(lambda m: partitions(m, "resumed")[0][3] == [o, p]
+                                  and sorted(partitions(m, "resumed")[0][4]) == sorted([o, p]), "resumed on o,p",
+                                  among=[o, p])
+    await asyncio.to_thread(cluster.brokers[o].kill)
+    await cluster.until_all_agree(lambda m: partitions(m, "resumed")[0][1] == p, "p leads", among=[p])
+    assert await asyncio.to_thread(read_all, cluster.brokers[p].bootstrap, "resumed", N) == values

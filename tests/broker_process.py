@@ -118,10 +118,14 @@ class BrokerProcess(LoggedProcess):
     def __init__(
         self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None,
         *, zookeeper_connect: str | None = None, broker_id: int | None = None,
+        host: str = "127.0.0.1", prefix: Iterable[str] = (),
     ) -> None:
         """`zookeeper_connect` starts a ZooKeeper-mode broker of that cluster (with `broker_id`);
-        without it, a single node."""
+        without it, a single node. `host` is the listener's address and `prefix` goes before the
+        command (tests/fault/netns.py: `ip netns exec <ns>`, which execs, so `proc` is the broker)."""
         super().__init__()
+        self.host = host
+        self.prefix = list(prefix)
         self.log_dir = Path(log_dir)
         self.port = port or free_port()
         self.overrides = list(overrides)
@@ -133,12 +137,12 @@ class BrokerProcess(LoggedProcess):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         cmd = [
-            sys.executable, "-m", "clients.cli", "serve",
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+            *self.prefix, sys.executable, "-m", "clients.cli", "serve",
+            "--listeners", f"PLAINTEXT://{self.host}:{self.port}",
             "--log-dirs", str(self.log_dir),
         ]
         for o in self.overrides:

@@ -36,17 +36,14 @@ async def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -
     controller = cast(ClusterController, ctx.server.controller)
     outcome = await controller.alter_partition_reassignments(reassignments)
     if isinstance(outcome, tuple):
-        code, message = outcome
-        return AlterPartitionReassignmentsResponse(error_code=code, error_message=message)
+        code, message = outcome  # Kafka's ApiError(error): the error's own message
+        return AlterPartitionReassignmentsResponse(
+            error_code=code, error_message=error_info(code).message if message is None else message)
     by_topic: dict[str, list[ReassignablePartitionResponse]] = defaultdict(list)
     for (topic, partition), (code, message) in outcome.items():
         # Kafka's ApiError.message: the error's default message when none was given; null for NONE
         by_topic[topic].append(ReassignablePartitionResponse(
             partition_index=partition, error_code=code,
-            error_message=message if message is not None or code == ErrorCode.NONE else _default_message(code)))
+            error_message=message if message is not None or code == ErrorCode.NONE else error_info(code).message))
     return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, responses=[
         ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
-
-
-def _default_message(code: int) -> str:
-    return error_info(code).message

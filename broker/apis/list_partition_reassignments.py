@@ -14,7 +14,7 @@ from typing import cast
 from broker.apis.registry import api
 from broker.context import RequestContext
 from controller.interface import ClusterController
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, error_info
 from protocol.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 from protocol.messages.list_partition_reassignments_response import (
     OngoingPartitionReassignment,
@@ -29,8 +29,9 @@ async def handle(ctx: RequestContext, req: ListPartitionReassignmentsRequest) ->
     controller = cast(ClusterController, ctx.server.controller)
     outcome = await controller.list_partition_reassignments(partitions)
     if isinstance(outcome, tuple):
-        code, message = outcome
-        return ListPartitionReassignmentsResponse(error_code=code, error_message=message)
+        code, message = outcome  # Kafka's ApiError(error): the error's own message
+        return ListPartitionReassignmentsResponse(
+            error_code=code, error_message=error_info(code).message if message is None else message)
     by_topic: dict[str, list[OngoingPartitionReassignment]] = defaultdict(list)
     for (topic, partition), a in outcome.items():
         by_topic[topic].append(OngoingPartitionReassignment(

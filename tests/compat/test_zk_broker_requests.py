@@ -23,7 +23,17 @@ import pytest
 
 from controller.zk.client import ZooKeeperClient
 from controller.zk.kafka_zk_client import KafkaZkClient
-from protocol.messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from protocol.messages.alter_partition_reassignments_request import (
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from protocol.messages.create_partitions_request import CreatePartitionsTopic
 from protocol.messages.create_topics_request import CreatableTopic
 from tests.broker_process import BrokerProcess
@@ -104,6 +114,12 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
         out.append(("CreatePartitions", [(t.name, t.error_code) for t in r.results]))
         r = await client.send(DeleteTopicsRequest(topic_names=["t"], timeout_ms=5000), 5)
         out.append(("DeleteTopics", [(t.name, t.error_code) for t in r.responses]))
+        r = await client.send(AlterPartitionReassignmentsRequest(timeout_ms=5000, topics=[ReassignableTopic(
+            name="t", partitions=[ReassignablePartition(partition_index=0, replicas=[1])])]), 0)
+        out.append(("AlterPartitionReassignments", r.error_code, r.error_message,
+                    [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.responses]))
+        r = await client.send(ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), 0)
+        out.append(("ListPartitionReassignments", r.error_code, r.error_message, [t.name for t in r.topics]))
         for label, controller_epoch, broker_epoch, changed, topic_id in [
             ("equal leader epochs", 1, epoch, [Part("t", 0, 1, 3, [1], [1, 2]), Part("t", 1, 2, 5, [2], [2, 1])], TOPIC_ID),
             ("older leader epochs", 1, epoch, [Part("t", 0, 1, 2, [1], [1, 2]), Part("t", 1, 2, 4, [2], [2, 1])], TOPIC_ID),
@@ -168,3 +184,4 @@ async def test_controller_requests_are_answered_as_kafka_39_does(zookeeper: ZooK
     assert answers["StopReplica, older leader epoch"] == ((0, [("t", 0, 74)]),)
     assert answers["CreateTopics"] == ([("new", 41, -1)],)  # NOT_CONTROLLER
     assert answers["DeleteTopics"] == ([("t", 41)],)
+    assert answers["AlterPartitionReassignments"][0] == answers["ListPartitionReassignments"][0] == 41

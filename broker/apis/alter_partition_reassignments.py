@@ -45,5 +45,5 @@ async def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -
         by_topic[topic].append(ReassignablePartitionResponse(
             partition_index=partition, error_code=code,
             error_message=message if message is not None or code == ErrorCode.NONE else error_info(code).message))
-    return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, responses=[
+    return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, responses=[
         ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])

@@ -37,5 +37,5 @@ async def handle(ctx: RequestContext, req: ListPartitionReassignmentsRequest) ->
         by_topic[topic].append(OngoingPartitionReassignment(
             partition_index=partition, replicas=list(a.replicas), adding_replicas=list(a.adding_replicas),
             removing_replicas=list(a.removing_replicas)))
-    return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None, topics=[
+    return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, topics=[
         OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])

@@ -1064,14 +1064,14 @@ class KafkaController:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
         if len(set(replicas)) != len(replicas):
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Duplicate replica ids in partition reassignment replica list: {_scala_list(replicas)}")
+                    f"Duplicate replica ids in partition reassignment replica list: {_scala_buffer(replicas)}")
         if any(r < 0 for r in replicas):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {_scala_list(replicas)}"
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {_scala_buffer(replicas)}"
         ctx = self.controller_context
         adding = ctx.partition_full_replica_assignment(tp).reassign_to(replicas).adding_replicas
         if not set(adding) <= ctx.live_broker_ids:
             return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Replica assignment has brokers that are not alive. Replica list: {_scala_list(adding)}, "
+                    f"Replica assignment has brokers that are not alive. Replica list: {_scala_buffer(adding)}, "
                     f"live broker list: {_scala_set(ctx.live_broker_ids)}")
         return None
 
@@ -1510,6 +1510,11 @@ class BrokerNotAvailableError(Exception):
 
 
 _UPDATE_LEADER_EPOCH_ATTEMPTS = 10  # Kafka retries until it wins; we stop rather than spin
+
+
+def _scala_buffer(ids: Iterable[int]) -> str:
+    """A Scala mutable.Buffer as Kafka prints it (the request's replicas, converted from Java)."""
+    return f"ArrayBuffer({', '.join(map(str, ids))})"
 
 
 def _scala_list(ids: Iterable[int]) -> str:

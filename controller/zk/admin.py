@@ -74,6 +74,10 @@ class AdminZkClient:
         current = await self.zk_client.get_topic_assignment(topic)
         if current is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+        if any(a.is_being_reassigned for a in current.assignment.values()):
+            # Kafka refuses too: the controller may be rewriting this znode's adding/removing replicas
+            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"A partition reassignment is in progress for the topic '{topic}'.")
         combined = {p: ReplicaAssignment(tuple(r)) for p, r in {**existing, **new}.items()}
         await self.zk_client.set_topic_assignment(topic, current.topic_id, combined)
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages import ListPartitionReassignmentsRequest
+from protocol.messages import CreatePartitionsRequest, ListPartitionReassignmentsRequest
+from protocol.messages.create_partitions_request import CreatePartitionsTopic
 from tests.cluster.processes import WAIT, Cluster, partitions, running_cluster
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
@@ -184,6 +185,14 @@ async def test_list_shows_a_reassignment_held_back_and_cancel_reverts_it(cluster
             {"0": [o2, paused, o1]}, {"0": [paused]}, {"0": [o1]}), doc
         verify = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--verify")
         assert "Reassignment of partition stuck-0 is still in progress." in verify, verify
+        # CreatePartitions is refused meanwhile, as Kafka's ZkAdminManager does (the znode is the controller's)
+        with RawConnection(cluster.ports[cid]) as conn:
+            r = conn.call(37, 3, CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+                name="stuck", count=2, assignments=None)], timeout_ms=10_000))
+        assert [(t.error_code, t.error_message) for t in r.results] == [
+            (ErrorCode.REASSIGNMENT_IN_PROGRESS, "A partition reassignment is in progress for the topic 'stuck'.")]
+        data, _ = await zk.get_data_and_stat("/brokers/topics/stuck")
+        assert json.loads(data)["partitions"] == {"0": [o2, paused, o1]}
 
         # --preserve-throttles: clearing them would ask the paused broker too
         out = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--cancel",

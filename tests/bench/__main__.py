@@ -37,6 +37,8 @@ BENCHES = {
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
     "cluster": ("ZooKeeper cluster (control plane): controller failover, leader election, topic creation, "
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),
+    "replication": ("Replication (ZooKeeper cluster): RF 3 vs RF 1 produce, replication lag, failover, acks=all "
+                    "latency, side by side with Kafka 3.9", "tests.bench.bench_replication"),
     "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),
     "peers": ("Side by side: Redis Streams, NATS JetStream and the machine's limits", "tests.bench.bench_peers"),
 }

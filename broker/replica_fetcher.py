@@ -3,9 +3,9 @@
 One asyncio task per leader broker fetches every partition this broker follows from it, with
 Fetch requests that name this broker as `replica_id` (the leader reads past its high watermark
 for us and records our log end offset, which moves its high watermark). The leader's batches are
-appended as they are (offsets, leader epochs, producer ids kept: Log.append_as_follower, in an
-executor with the partition's appends queued behind it), and our high watermark follows the
-leader's, capped by what we have.
+appended as they are (offsets, leader epochs, producer ids kept: Log.append_as_follower, on the
+loop as the leader's appends are; a segment roll first runs in an executor), and our high
+watermark follows the leader's, capped by what we have.
 
 Truncation is by leader epoch, never by the high watermark alone: each fetch carries the epoch
 of our last batch (Fetch v12's last_fetched_epoch); a leader whose log diverged from ours there
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -231,7 +232,7 @@ class ReplicaFetcher:
             return
         records = pd.records
         if records:
-            await p.run_exclusive(log_.append_as_follower, records)
+            await p.append_as_follower(records, int(time.time() * 1000))
             st.fetch_offset = log_.log_end_offset
             st.last_fetched_epoch = latest_epoch(log_)
         hw = min(pd.high_watermark, log_.log_end_offset)

@@ -185,6 +185,22 @@ class Partition:
         finally:
             self._appends_waiting -= 1
 
+    async def append_as_follower(self, buf: Any, now_ms: int) -> None:
+        """Append the leader's batches as they are. As the leader's appends: inline when no roll
+        is due (a hop to an executor per fetch cost six times the append it carried: 44 % of a
+        follower's CPU, py-spy), in order behind any append waiting for a roll otherwise."""
+        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
+            self.log.append_as_follower(buf)
+            return
+        self._appends_waiting += 1
+        try:
+            async with self._append_lock:
+                if self.log.roll_due(buf, now_ms):
+                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
+                self.log.append_as_follower(buf)
+        finally:
+            self._appends_waiting -= 1
+
     async def run_exclusive(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run blocking log work ``fn(*args)`` (it takes the log's lock and writes files) in an
         executor, with appends to this partition queued behind it (in order) rather than the

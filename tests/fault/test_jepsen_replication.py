@@ -2,11 +2,13 @@
 
 A 3-broker ZooKeeper-mode cluster, each broker in its own network namespace (tests/fault/netns.py).
 One topic, 3 partitions, replication factor 3, min.insync.replicas=2. Several idempotent
-kafka-python producers send with acks=all, every value unique; a live consumer reads along from
-the start of every partition. Meanwhile a nemesis injects faults one after the other, at random
+kafka-python producers send with acks=all, every value unique, and one more with acks=1 (whose
+losses are allowed, and counted); a live consumer reads along from the start of every partition. Meanwhile a nemesis injects faults one after the other, at random
 moments and for random durations (seeded, the seed is printed):
 
 - kill-leader: kill -9 the leader of a random partition, restart it after a while;
+- kill-two: kill -9 that leader and another broker, restart both (meanwhile acks=all cannot be
+  satisfied: min.insync.replicas=2);
 - pause-leader: SIGSTOP the leader for longer than its ZooKeeper session, then SIGCONT (a zombie
   leader must not acknowledge acks=all writes);
 - isolate-leader: cut the leader off from the other brokers and ZooKeeper while the clients still
@@ -56,9 +58,10 @@ PARTITIONS = 3
 ASSIGNMENT = {p: [IDS[(p + i) % 3] for i in range(3)] for p in range(PARTITIONS)}
 SESSION_MS = 3000
 PRODUCERS = 3
-MAX_RECORDS_PER_PRODUCER = 20_000  # a bound; the run's time bound normally ends it first
+RATE = 300  # records/s per producer: a steady load through every fault of a long run
+MAX_RECORDS_PER_PRODUCER = 200_000  # a bound; the run's end normally stops the producers first
 RECOVER_S = 45.0
-SCENARIOS = ("kill-leader", "pause-leader", "isolate-leader", "isolate-follower")
+SCENARIOS = ("kill-leader", "kill-two", "pause-leader", "isolate-leader", "isolate-follower")
 
 UNAVAILABLE = available()
 needs_netns = pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")
@@ -70,6 +73,7 @@ class History:
 
     t0: float = field(default_factory=time.monotonic)
     acked: dict[bytes, tuple[int, int, float]] = field(default_factory=dict)  # value -> partition, offset, t
+    acked1: dict[bytes, tuple[int, int, float]] = field(default_factory=dict)  # the same, of acks=1 sends
     failed: dict[bytes, str] = field(default_factory=dict)  # value -> error of a send not acknowledged
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # live consumer: (partition, offset) -> value
     seen_conflicts: list[tuple[int, int, bytes, bytes, float]] = field(default_factory=list)
@@ -84,17 +88,26 @@ class History:
 
 
 def produce(cluster: NetnsCluster, k: int, history: History, stop: threading.Event) -> None:
-    """Producer k: acks=all, idempotent, unique values p<k>-<seq>, round robin over the partitions;
-    up to 10 sends in flight, then each is resolved (bounded by delivery_timeout_ms)."""
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks="all", enable_idempotence=True,
+    """Producer k: acks=all, idempotent, unique values p<k>-<seq>, round robin over the partitions,
+    at most RATE a second; up to 10 sends in flight, then each is resolved (bounded by
+    delivery_timeout_ms). Producer k == PRODUCERS is the acks=1 one (values a<k>-<seq>, no retries:
+    a retry without idempotence could write a record twice): its losses are allowed, counted."""
+    acks1 = k == PRODUCERS
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap(), acks=1 if acks1 else "all",
+                             enable_idempotence=not acks1, retries=0 if acks1 else 2**31 - 1,
                              linger_ms=1, request_timeout_ms=4000, delivery_timeout_ms=20_000, max_block_ms=10_000,
                              retry_backoff_ms=100, reconnect_backoff_max_ms=500, metadata_max_age_ms=2000)
+    acked = history.acked1 if acks1 else history.acked
     try:
         seq = 0
+        start = time.monotonic()
         while not stop.is_set() and seq < MAX_RECORDS_PER_PRODUCER:
+            ahead = seq / RATE - (time.monotonic() - start)
+            if ahead > 0 and stop.wait(ahead):  # pacing (the stop event ends it early)
+                break
             futures = []
             for _ in range(10):
-                value = b"p%d-%06d" % (k, seq)
+                value = b"%s%d-%06d" % (b"a" if acks1 else b"p", k, seq)
                 try:
                     futures.append((value, producer.send(TOPIC, value, partition=seq % PARTITIONS)))
                 except Exception as e:  # every failure is an indeterminate send
@@ -103,7 +116,7 @@ def produce(cluster: NetnsCluster, k: int, history: History, stop: threading.Eve
             for value, f in futures:
                 try:
                     md = f.get(timeout=30)
-                    history.acked[value] = (md.partition, md.offset, history.now())
+                    acked[value] = (md.partition, md.offset, history.now())
                 except Exception as e:  # every failure is an indeterminate send
                     history.failed[value] = repr(e)
     finally:
@@ -174,6 +187,7 @@ def check(history: History, reads: list[dict[tuple[int, int], bytes]]) -> dict[s
     lost_seen = {v for v in history.failed if v in where}
     return {
         "acked": len(history.acked), "indeterminate": len(history.failed),
+        "acks1_acked": len(history.acked1), "acks1_lost": sum(v not in where for v in history.acked1),
         "indeterminate_present": len(lost_seen), "read": len(final), "seen_live": len(history.seen),
         "lost": lost, "moved": moved, "duplicated": duplicated, "divergent": divergent,
     }
@@ -196,12 +210,13 @@ async def inject(cluster: NetnsCluster, history: History, rng: random.Random, na
     assert b.proc is not None
     others = [i for i in IDS if i != victim]
 
-    async def expired() -> None:
-        """Until the other brokers no longer list the victim (its ZooKeeper session expired):
+    async def expired(gone: tuple[int, ...] = (victim,)) -> None:
+        """Until the other brokers no longer list the victims (their ZooKeeper sessions expired):
         the proof that the fault took effect."""
-        await cluster.until_all_agree(lambda m: victim not in [x[0] for x in m["brokers"]],
-                                      f"broker {victim}'s session expired", among=others, timeout=RECOVER_S)
-        history.event(f"broker {victim}'s session expired")
+        await cluster.until_all_agree(lambda m: not set(gone) & {x[0] for x in m["brokers"]},
+                                      f"broker {gone}'s session expired", among=[i for i in IDS if i not in gone],
+                                      timeout=RECOVER_S)
+        history.event(f"broker {gone}'s session expired")
 
     if name == "kill-leader":
         b.kill()
@@ -211,6 +226,16 @@ async def inject(cluster: NetnsCluster, history: History, rng: random.Random, na
         await expired()
         history.event(f"restart broker {victim}")
         await asyncio.to_thread(b.start)
+    elif name == "kill-two":
+        second = rng.choice(others)
+        history.event(f"kill broker {second} too")
+        b.kill()
+        cluster.brokers[second].kill()
+        await asyncio.sleep(rng.uniform(0.2, 3.0))
+        await expired((victim, second))
+        for i in rng.sample([victim, second], 2):
+            history.event(f"restart broker {i}")
+            await asyncio.to_thread(cluster.brokers[i].start)
     elif name == "pause-leader":
         b.proc.send_signal(signal.SIGSTOP)
         await expired()
@@ -276,7 +301,7 @@ async def run(cluster: NetnsCluster, tmp_path: Path, seed: int, faults: list[str
     history = History()
     stop = threading.Event()
     threads = [threading.Thread(target=produce, args=(cluster, k, history, stop), daemon=True)
-               for k in range(PRODUCERS)]
+               for k in range(PRODUCERS + 1)]
     threads.append(threading.Thread(target=consume_along, args=(cluster, history, stop), daemon=True))
     for t in threads:
         t.start()
@@ -321,7 +346,8 @@ def _short(anomalies: dict[str, Any]) -> dict[str, Any]:
 def _report(result: dict[str, Any]) -> None:
     line = (f"seed {result['seed']}: {result['seconds']}s faults {result['faults']} acked {result['acked']} "
             f"indeterminate {result['indeterminate']} (present {result['indeterminate_present']}) "
-            f"read {result['read']} lost 0 moved 0 duplicated 0 divergent 0")
+            f"read {result['read']} lost 0 moved 0 duplicated 0 divergent 0; acks=1: acked "
+            f"{result['acks1_acked']} lost {result['acks1_lost']} (allowed)")
     print(line)
     if os.environ.get("ODRADEK_FAULT_TABLE"):
         with open(os.environ["ODRADEK_FAULT_TABLE"], "a") as f:

@@ -114,6 +114,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._changed = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
+        self._closing: asyncio.Future[None] | None = None
 
     def add(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         self.partitions[tp] = state
@@ -123,12 +124,21 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     def stop(self) -> None:
+        """Stop fetching and close the connection to the leader (in the background: a fetcher
+        whose partitions all moved elsewhere must not keep its socket)."""
         self._task.cancel()
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
 
-    async def closed(self) -> None:
+    async def _close(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         await self.client.close()
+
+    async def closed(self) -> None:
+        self.stop()
+        assert self._closing is not None
+        await asyncio.shield(self._closing)
 
     async def _run(self) -> None:
         cfg = self.manager.config

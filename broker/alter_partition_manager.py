@@ -45,21 +45,22 @@ class AlterPartitionManager:
                      partition_epoch: int) -> IsrChange | int:
         """Ask for the ISR `new_isr`; the accepted state, or the error code (NOT_CONTROLLER when
         there is no controller to ask, REQUEST_TIMED_OUT when it could not be reached)."""
-        controller = self.controller()
-        if controller is None:
-            return ErrorCode.NOT_CONTROLLER
-        cid, host, port = controller
-        self.client.update_node(cid, host, port)
-        request = AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
-            TopicData(topic_name=tp[0], partitions=[PartitionData(
-                partition_index=tp[1], leader_epoch=leader_epoch, new_isr=sorted(new_isr),
-                leader_recovery_state=0, partition_epoch=partition_epoch)])])
         self.in_flight.add(tp)
-        try:
-            response = await self.client.send(cid, request, version=ALTER_PARTITION_VERSION)
-        except NetworkError as e:
-            log.info("AlterPartition not answered", topic=tp[0], partition=tp[1], controller=cid, error=str(e))
-            return ErrorCode.REQUEST_TIMED_OUT
+        try:  # whatever happens, the partition may propose again afterwards
+            controller = self.controller()
+            if controller is None:  # e.g. the controller died and no successor is known yet
+                return ErrorCode.NOT_CONTROLLER
+            cid, host, port = controller
+            self.client.update_node(cid, host, port)
+            request = AlterPartitionRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=[
+                TopicData(topic_name=tp[0], partitions=[PartitionData(
+                    partition_index=tp[1], leader_epoch=leader_epoch, new_isr=sorted(new_isr),
+                    leader_recovery_state=0, partition_epoch=partition_epoch)])])
+            try:
+                response = await self.client.send(cid, request, version=ALTER_PARTITION_VERSION)
+            except NetworkError as e:
+                log.info("AlterPartition not answered", topic=tp[0], partition=tp[1], controller=cid, error=str(e))
+                return ErrorCode.REQUEST_TIMED_OUT
         finally:
             self.in_flight.discard(tp)
         assert isinstance(response, AlterPartitionResponse)

@@ -5,7 +5,9 @@ Fetch requests that name this broker as `replica_id` (the leader reads past its 
 for us and records our log end offset, which moves its high watermark). The leader's batches are
 appended as they are (offsets, leader epochs, producer ids kept: Log.append_as_follower, on the
 loop as the leader's appends are; a segment roll first runs in an executor), and our high
-watermark follows the leader's, capped by what we have.
+watermark follows the leader's, capped by what we have. Each fetcher keeps a fetch session with
+its leader (KIP-227, broker.fetch_session_handler): after the first full fetch, a request names
+only the partitions whose position moved and the leader answers only those with news.
 
 Truncation is by leader epoch, never by the high watermark alone: each fetch carries the epoch
 of our last batch (Fetch v12's last_fetched_epoch); a leader whose log diverged from ours there
@@ -25,15 +27,17 @@ from typing import Any
 
 import structlog
 
+from broker.fetch_session_handler import FetchPosition, FetchRequestData, FetchSessionHandler
 from broker.network_client import NetworkClient, NetworkClientConfig, NetworkError
 from protocol.errors import ErrorCode, error_name
 from protocol.messages import FetchRequest, FetchResponse
-from protocol.messages.fetch_request import FetchPartition, FetchTopic
+from protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
 
 log = structlog.get_logger("odradek.replica_fetcher")
 
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 12  # last_fetched_epoch / DivergingEpoch; the highest Fetch this broker serves
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 @dataclass
@@ -112,6 +116,7 @@ class ReplicaFetcher:
         self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-fetcher-0",
                                                         request_timeout_ms=cfg.request_timeout_ms))
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
         self._closing: asyncio.Future[None] | None = None
@@ -163,12 +168,19 @@ class ReplicaFetcher:
                     response = await self.client.send(self.leader, request, version=FETCH_VERSION,
                                                       timeout_ms=cfg.request_timeout_ms + cfg.max_wait_ms)
                 except NetworkError as e:
+                    self.session.handle_error()
                     log.info("Error sending fetch request to the leader: backing off", leader=self.leader,
                              error=str(e), backoff_ms=cfg.backoff_ms)
                     await asyncio.sleep(cfg.backoff_ms / 1000)
                     continue
                 assert isinstance(response, FetchResponse)
-                if response.error_code != ErrorCode.NONE:
+                answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
+                if not self.session.handle_response(response.error_code, response.session_id, answered):
+                    if response.error_code in SESSION_ERRORS:
+                        # the leader restarted or lost our session: a full fetch at once, as Kafka's
+                        log.info("Fetch session lost: the next fetch is full", leader=self.leader,
+                                 error=error_name(response.error_code))
+                        continue
                     log.warning("Fetch request failed", leader=self.leader, error=error_name(response.error_code))
                     await asyncio.sleep(cfg.backoff_ms / 1000)
                     continue
@@ -180,22 +192,22 @@ class ReplicaFetcher:
             raise
 
     def _fetch_request(self, ready: dict[TopicPartition, PartitionFetchState]) -> FetchRequest:
+        """The next fetch of `ready`, full or incremental as the session says (only the
+        partitions whose position moved are named in an incremental one)."""
         cfg = self.manager.config
         rm = self.manager.replica_manager
-        topics: dict[str, FetchTopic] = {}
-        for (topic, partition), st in ready.items():
-            p = rm.partitions.get((topic, partition))
-            t = topics.get(topic)
-            if t is None:
-                t = topics[topic] = FetchTopic(topic=topic, partitions=[])
-            t.partitions.append(FetchPartition(
-                partition=partition, current_leader_epoch=st.leader_epoch, fetch_offset=st.fetch_offset,
-                last_fetched_epoch=st.last_fetched_epoch,
-                log_start_offset=p.log.log_start_offset if p is not None else -1,
-                partition_max_bytes=cfg.partition_max_bytes))
+        wanted: dict[TopicPartition, FetchPosition] = {}
+        for tp, st in ready.items():
+            p = rm.partitions.get(tp)
+            wanted[tp] = FetchPosition(fetch_offset=st.fetch_offset,
+                                       log_start_offset=p.log.log_start_offset if p is not None else -1,
+                                       current_leader_epoch=st.leader_epoch, last_fetched_epoch=st.last_fetched_epoch,
+                                       max_bytes=cfg.partition_max_bytes)
+        data = self.session.build(wanted)
         return FetchRequest(replica_id=cfg.broker_id, max_wait_ms=cfg.max_wait_ms, min_bytes=cfg.min_bytes,
-                            max_bytes=cfg.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                            topics=list(topics.values()), forgotten_topics_data=[], rack_id="")
+                            max_bytes=cfg.max_bytes, isolation_level=0, session_id=data.session_id,
+                            session_epoch=data.epoch, topics=_fetch_topics(data),
+                            forgotten_topics_data=_forgotten_topics(data), rack_id="")
 
     async def _process(self, sent: dict[TopicPartition, PartitionFetchState], response: FetchResponse) -> None:
         cfg = self.manager.config
@@ -256,3 +268,23 @@ def latest_epoch(log_: Any) -> int:
     cache = log_.leader_epoch_cache
     latest = cache.latest_epoch if cache is not None else None
     return -1 if latest is None else latest
+
+
+def _fetch_topics(data: FetchRequestData) -> list[FetchTopic]:
+    topics: dict[str, FetchTopic] = {}
+    for (topic, partition), pos in data.to_send.items():
+        t = topics.get(topic)
+        if t is None:
+            t = topics[topic] = FetchTopic(topic=topic, partitions=[])
+        t.partitions.append(FetchPartition(
+            partition=partition, current_leader_epoch=pos.current_leader_epoch, fetch_offset=pos.fetch_offset,
+            last_fetched_epoch=pos.last_fetched_epoch, log_start_offset=pos.log_start_offset,
+            partition_max_bytes=pos.max_bytes))
+    return list(topics.values())
+
+
+def _forgotten_topics(data: FetchRequestData) -> list[ForgottenTopic]:
+    topics: dict[str, ForgottenTopic] = {}
+    for topic, partition in data.to_forget:
+        topics.setdefault(topic, ForgottenTopic(topic=topic, partitions=[])).partitions.append(partition)
+    return list(topics.values())

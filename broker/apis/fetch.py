@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from broker.apis.list_offsets import check_leader_epoch
 from broker.apis.registry import api
 from broker.context import RequestContext
@@ -42,6 +44,8 @@ from protocol.messages.fetch_response import (
     PartitionData,
 )
 from storage.file_records import FileRecords
+
+log = structlog.get_logger("odradek.fetch")
 
 # below this a pread into memory is cheaper than a sendfile round (and bounded anyway)
 STREAM_MIN_BYTES = 64 * 1024
@@ -59,8 +63,12 @@ class PartitionResult:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower that diverged
 
 
-def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[str, int], PartitionRequest]) -> dict[tuple[str, int], PartitionResult]:
-    """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog)."""
+def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[str, int], PartitionRequest],
+                    diverging: dict[tuple[str, int], tuple[int, int]] | None = None,
+                    ) -> dict[tuple[str, int], PartitionResult]:
+    """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog).
+    `diverging`: for a follower's fetch, its partitions whose log diverged from ours (computed
+    once per request by _record_follower_fetch, also for the re-reads of a parked fetch)."""
     rm = ctx.server.replica_manager
     budget = req.max_bytes if ctx.version >= 3 else 2**31 - 1
     min_one = True
@@ -84,9 +92,9 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
                 # a follower reads past the high watermark, up to the log end (Kafka's
                 # FetchIsolation.LOG_END), unless its log diverged from ours: then it is told
                 # where our copy of its last epoch ends, to truncate there (KIP-595 / Fetch v12)
-                diverging = _diverging_epoch(log_, preq) if ctx.version >= 12 else None
-                if diverging is not None:
-                    res.diverging_epoch = diverging
+                epoch_end = diverging.get(key) if diverging else None
+                if epoch_end is not None:
+                    res.diverging_epoch = epoch_end
                     res.records = b""
                     out[key] = res
                     continue
@@ -184,17 +192,22 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     )
     if fctx.error:
         return build_response(ctx, fctx, {})
-    if req.replica_id >= 0:
-        _record_follower_fetch(ctx, req.replica_id, fctx.partitions, now_ms)
-    results = read_partitions(ctx, req, fctx.partitions)
+    diverging = _record_follower_fetch(ctx, req.replica_id, fctx.partitions, now_ms) if req.replica_id >= 0 else None
+    results = read_partitions(ctx, req, fctx.partitions, diverging)
     if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
         results = await rm.delayed_fetch(
             list(fctx.partitions),
             req.max_wait_ms,
-            lambda: read_partitions(ctx, req, fctx.partitions),
+            lambda: read_partitions(ctx, req, fctx.partitions, diverging),
             lambda res: _enough(res, req.min_bytes),
         )
-    return build_response(ctx, fctx, results)
+    response = build_response(ctx, fctx, results)
+    if req.replica_id >= 0 and fctx.kind == "full" and response.session_id:
+        # once per follower and leadership change or restart, unless its fetches stopped using
+        # the session (each full fetch makes a new one): a line an operator can count
+        log.info("Created fetch session for a follower", replica=req.replica_id, session_id=response.session_id,
+                 partitions=len(fctx.partitions))
+    return response
 
 
 def _diverging_epoch(log_: Any, preq: PartitionRequest) -> tuple[int, int] | None:
@@ -209,21 +222,27 @@ def _diverging_epoch(log_: Any, preq: PartitionRequest) -> tuple[int, int] | Non
 
 
 def _record_follower_fetch(ctx: RequestContext, replica_id: int, parts: dict[tuple[str, int], PartitionRequest],
-                           now_ms: int) -> None:
+                           now_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
     """A follower's fetch offsets are its log end offsets: the leader's high watermark may move
     (Kafka's updateFollowerFetchState), which completes acks=all produces and consumer fetches
-    waiting for it."""
+    waiting for it. In a fetch session `parts` is every partition of the session, so a follower
+    that is caught up and names none of them stays caught up. Returns the partitions whose log
+    diverged from ours (where our copy of its last fetched epoch ends)."""
     rm = ctx.server.replica_manager
+    diverging: dict[tuple[str, int], tuple[int, int]] = {}
     for key, preq in parts.items():
         part = rm.partitions.get(key)
         if part is None or not part.is_leader or replica_id not in part.state.replicas:
             continue
-        if ctx.version >= 12 and _diverging_epoch(part.log, preq) is not None:
+        epoch_end = _diverging_epoch(part.log, preq) if ctx.version >= 12 else None
+        if epoch_end is not None:
+            diverging[key] = epoch_end
             continue  # what it says it has is not ours: it truncates first
         if part.update_follower_fetch_state(replica_id, preq.fetch_offset, now_ms):
             rm.produce_purgatory.check_and_complete(key)
             rm.fetch_purgatory.check_and_complete(key)
         rm.maybe_expand_isr(part, replica_id)
+    return diverging
 
 
 def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:

@@ -127,6 +127,37 @@ async def test_a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up(c
                                   "the follower back in every ISR")
 
 
+async def test_followers_fetch_in_sessions_and_stay_in_sync_while_idle(cluster):
+    """Followers keep one fetch session per leader (KIP-227): many acks=all sends, each needing
+    the followers' next fetch, open one session per follower on each leader (a full fetch each
+    time would open one per fetch; sessionless fetches none). Idle for several
+    replica.lag.time.max.ms, their incremental fetches name no partition, yet the leaders count
+    them caught up: every ISR stays full."""
+    await cluster.open()
+    sends = 120
+
+    def produce_one_by_one() -> None:
+        producer = KafkaProducer(bootstrap_servers=cluster.brokers[1].bootstrap, acks="all", linger_ms=0,
+                                 request_timeout_ms=10_000)
+        try:
+            for i in range(sends):  # each waits for its ack: the followers' fetches move the HW
+                producer.send("rf3", b"s%04d" % i, partition=i % len(RF3)).get(10)
+        finally:
+            producer.close(5)
+
+    await asyncio.to_thread(produce_one_by_one)
+    sessions = {(leader, follower): sum(f"replica={follower}" in line for line in b.log_text().splitlines()
+                                        if "Created fetch session for a follower" in line)
+                for leader, b in cluster.brokers.items() for follower in IDS if follower != leader}
+    assert all(1 <= n <= 3 for n in sessions.values()), sessions
+    said = {i: len(b.log_text()) for i, b in cluster.brokers.items()}
+    await asyncio.sleep(4 * LAG_MS / 1000)  # what is tested is that nothing happens meanwhile
+    view = await cluster.until_all_agree(lambda m: True, "the ISRs after an idle while")
+    assert {p: sorted(s[4]) for p, s in partitions(view, "rf3").items()} == {p: list(IDS) for p in RF3}
+    shrinks = [b.log_text()[said[i]:] for i, b in cluster.brokers.items()]
+    assert not any("out of sync replicas" in text for text in shrinks), shrinks
+
+
 async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
     """min.insync.replicas=2: once both followers of a partition are out of its ISR (paused),
     acks=all produces are refused before the append (NOT_ENOUGH_REPLICAS); acks=1 still works;

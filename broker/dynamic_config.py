@@ -16,7 +16,9 @@ every /config/changes notification, each time with the entity's whole override s
   DYNAMIC_BROKER_CONFIG and DYNAMIC_DEFAULT_BROKER_CONFIG), and the topic-config defaults they
   imply (`log.retention.ms` -> `retention.ms`, `message.max.bytes` -> `max.message.bytes`, ...)
   become the log defaults: of logs created from now on and of every log, under its topic's own
-  overrides (DynamicLogConfig.updateLogsConfig). Other dynamic broker keys are stored and
+  overrides (DynamicLogConfig.updateLogsConfig). `leader.replication.throttled.rate` and
+  `follower.replication.throttled.rate` bound the ReplicaManager's replication throttles
+  (BrokerConfigHandler's quotaManagers.leader/follower.updateQuota). Other dynamic broker keys are stored and
   described but not applied while the broker runs (Kafka reconfigures thread pools, listeners
   and the cleaner; Odradek has no thread pools and reads those keys at start-up only). A key
   with an invalid value is left out with a warning (DynamicBrokerConfig.removeInvalidConfigs).
@@ -40,6 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config import CONFIGS, ConfigError, KafkaConfig, parse_value
+from broker.replication_quota import UNLIMITED
 from storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -125,6 +128,9 @@ class BrokerConfigHandler:
             log.error("Dynamic broker configs of %s not applied: %s", entity, e)
             return
         rm = self.replica_manager
+        dynamic = {**self.default_configs, **self.broker_configs}  # Kafka: the rates from dynamic configs only
+        for quota in (rm.leader_quota, rm.follower_quota):
+            quota.update_quota(int(dynamic.get(f"{quota.name}.replication.throttled.rate", UNLIMITED)))
         async with _state_change_lock(rm):
             cache = self.metadata_cache
             cache.update(dataclasses.replace(cache.image, broker_configs=dict(self.broker_configs),

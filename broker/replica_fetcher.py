@@ -7,7 +7,9 @@ appended as they are (offsets, leader epochs, producer ids kept: Log.append_as_f
 loop as the leader's appends are; a segment roll first runs in an executor), and our high
 watermark follows the leader's, capped by what we have. Each fetcher keeps a fetch session with
 its leader (KIP-227, broker.fetch_session_handler): after the first full fetch, a request names
-only the partitions whose position moved and the leader answers only those with news.
+only the partitions whose position moved and the leader answers only those with news. A partition
+under the follower replication throttle (broker.replication_quota) is left out of the fetches while
+the throttled rate is over its bound and we are not caught up.
 
 Truncation is by leader epoch, never by the high watermark alone: each fetch carries the epoch
 of our last batch (Fetch v12's last_fetched_epoch); a leader whose log diverged from ours there
@@ -29,6 +31,7 @@ import structlog
 
 from broker.fetch_session_handler import FetchPosition, FetchRequestData, FetchSessionHandler
 from broker.network_client import NetworkClient, NetworkClientConfig, NetworkError
+from broker.replication_quota import UNLIMITED
 from protocol.errors import ErrorCode, error_name
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
@@ -48,6 +51,12 @@ class PartitionFetchState:
     leader_epoch: int
     last_fetched_epoch: int
     delayed_until: float = 0.0  # loop time: after an error, not fetched before this
+    lag: int | None = None  # the leader's high watermark minus our log end, as of the last fetch
+
+    @property
+    def in_sync(self) -> bool:
+        """Caught up with the leader's high watermark (Kafka's isReplicaInSync): never throttled."""
+        return self.lag is not None and self.lag <= 0
 
 
 @dataclass(frozen=True)
@@ -151,10 +160,14 @@ class ReplicaFetcher:
         try:
             while True:
                 now = loop.time()
-                ready = {tp: st for tp, st in self.partitions.items() if st.delayed_until <= now}
+                throttled = self._throttled()
+                ready = {tp: st for tp, st in self.partitions.items() if st.delayed_until <= now and tp not in throttled}
                 if not ready:
                     self._changed.clear()
-                    delays = [st.delayed_until - now for st in self.partitions.values()]
+                    # a throttled partition is looked at again after replica.fetch.backoff.ms (Kafka's
+                    # fetcher waits that long when its fetch is empty), at most after a quota window
+                    delays = [st.delayed_until - now if tp not in throttled else min(cfg.backoff_ms, 1000) / 1000
+                              for tp, st in self.partitions.items()]
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), min(delays) if delays else None)
                     continue
@@ -190,6 +203,22 @@ class ReplicaFetcher:
         except Exception:
             log.exception("the replica fetcher failed", leader=self.leader)
             raise
+
+    def _throttled(self) -> set[TopicPartition]:
+        """Partitions left out of the next fetch by the follower throttle (Kafka's
+        shouldFollowerThrottle): not caught up, named in their topic's
+        follower.replication.throttled.replicas for this broker, while the rate is over the bound."""
+        quota = self.manager.replica_manager.follower_quota
+        if quota.bound == UNLIMITED or not quota.is_quota_exceeded():
+            return set()
+        rm = self.manager.replica_manager
+        out = set()
+        for tp, st in self.partitions.items():
+            p = rm.partitions.get(tp)
+            if p is not None and not st.in_sync and quota.is_throttled(
+                    tp[1], p.log.config.follower_replication_throttled_replicas):
+                out.add(tp)
+        return out
 
     def _fetch_request(self, ready: dict[TopicPartition, PartitionFetchState]) -> FetchRequest:
         """The next fetch of `ready`, full or incremental as the session says (only the
@@ -257,6 +286,10 @@ class ReplicaFetcher:
             await p.append_as_follower(records, int(time.time() * 1000))
             st.fetch_offset = log_.log_end_offset
             st.last_fetched_epoch = latest_epoch(log_)
+            quota = self.manager.replica_manager.follower_quota
+            if quota.bound != UNLIMITED and quota.is_throttled(tp[1], log_.config.follower_replication_throttled_replicas):
+                quota.record(len(records))
+        st.lag = max(0, pd.high_watermark - log_.log_end_offset)
         hw = min(pd.high_watermark, log_.log_end_offset)
         if hw > log_.high_watermark:
             log_.update_high_watermark(hw)

@@ -46,6 +46,7 @@ from broker.replica_fetcher import (
     ReplicaFetcherManager,
     latest_epoch,
 )
+from broker.replication_quota import ReplicationQuotaManager
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.primitives import ZERO_UUID
@@ -756,6 +757,10 @@ class ReplicaManager(_ZkReplicaState):
             backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"]),
             self, self._leader_address)
         self.replica_lag_time_max_ms: int = cfg["replica.lag.time.max.ms"]
+        # replication throttles (kafka-reassign-partitions --throttle): bounds from dynamic broker configs
+        window = (cfg["replication.quota.window.num"], cfg["replication.quota.window.size.seconds"])
+        self.leader_quota = ReplicationQuotaManager("leader", self.broker_id, *window)
+        self.follower_quota = ReplicationQuotaManager("follower", self.broker_id, *window)
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id, lambda: server.broker_epoch, self._controller_address, cfg["request.timeout.ms"])
 

@@ -67,7 +67,7 @@ class LogConfig:
     compression_zstd_level: int = 3
     message_downconversion_enable: bool = True
     message_format_version: str = "3.0-IV1"  # deprecated, accepted and ignored
-    leader_replication_throttled_replicas: tuple[str, ...] = ()  # accepted; no replication yet
+    leader_replication_throttled_replicas: tuple[str, ...] = ()  # broker.replication_quota
     follower_replication_throttled_replicas: tuple[str, ...] = ()
     remote_storage_enable: bool = False  # tiered storage (KIP-405/950): accepted, not implemented
     remote_log_copy_disable: bool = False
@@ -279,6 +279,8 @@ class _Spec:
                             raise _fail(
                                 key, ",".join(v), f"Invalid value {x}, must be one of {list(choices)}"
                             )
+                if extra is not None:
+                    extra(key, v)
 
             def parse(raw: Any) -> tuple[str, ...]:
                 if isinstance(raw, (list, tuple)):
@@ -302,6 +304,15 @@ class _Spec:
 def _gzip_level(key: str, v: int) -> None:
     if v != -1 and not 1 <= v <= 9:
         raise _fail(key, v, "Value must be in the range [1, 9] or -1 (the codec default)")
+
+
+def _throttled_replicas(key: str, v: tuple[str, ...]) -> None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or `partition:broker` pairs."""
+    entries = [e.strip() for e in v]
+    if entries == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", e) for e in entries):
+        return
+    raise _fail(key, ",".join(v), f"{key} must be the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 def _num(x: float) -> str:
@@ -342,8 +353,8 @@ _SPEC_LIST: tuple[_Spec, ...] = (
     _Spec("compression.zstd.level", "int", at_least=-131072, at_most=22),
     _Spec("message.downconversion.enable", "bool"),
     _Spec("message.format.version", "string"),
-    _Spec("leader.replication.throttled.replicas", "list"),
-    _Spec("follower.replication.throttled.replicas", "list"),
+    _Spec("leader.replication.throttled.replicas", "list", extra=_throttled_replicas),
+    _Spec("follower.replication.throttled.replicas", "list", extra=_throttled_replicas),
     _Spec("remote.storage.enable", "bool"),
     _Spec("remote.log.copy.disable", "bool"),
     _Spec("remote.log.delete.on.disable", "bool"),

@@ -13,6 +13,9 @@
 * Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   OFFSET_OUT_OF_RANGE (with log start offset and high watermark filled in),
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch.
+* Replication throttle (broker.replication_quota): a follower outside the ISR gets no records of
+  a partition its topic's leader.replication.throttled.replicas names for this broker while the
+  leader's throttled byte rate is over leader.replication.throttled.rate.
 * A follower serves consumers too from v11 (KIP-392: those versions carry client metadata, and
   Kafka's FetchParams.fetchOnlyLeader is false for them), up to its high watermark; before v11,
   and for a broker that is no replica, NOT_LEADER_OR_FOLLOWER. (On a single node every hosted
@@ -35,6 +38,7 @@ from broker.apis.list_offsets import check_leader_epoch
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.fetch_session import PartitionRequest
+from broker.replication_quota import UNLIMITED
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_response import (
@@ -77,6 +81,7 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     # Kafka checks the epoch before the leadership (Partition.getLocalLog)
     from_follower = req.replica_id >= 0
     only_leader = ctx.version < 11 or from_follower
+    throttle = rm.leader_quota if from_follower and rm.leader_quota.bound != UNLIMITED else None
     for key, preq in parts.items():
         res = PartitionResult()
         try:
@@ -99,6 +104,11 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
                     out[key] = res
                     continue
                 upper = log_.log_end_offset
+                if throttle is not None and req.replica_id not in part.state.isr and throttle.is_throttled(
+                        key[1], log_.config.leader_replication_throttled_replicas) and throttle.is_quota_exceeded():
+                    res.records = b""  # Kafka's shouldLeaderThrottle: this follower waits for the rate to fall
+                    out[key] = res
+                    continue
             else:
                 upper = res.last_stable_offset if read_committed else res.high_watermark
             limit = max(0, min(preq.max_bytes, budget))
@@ -201,6 +211,8 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
             lambda: read_partitions(ctx, req, fctx.partitions, diverging),
             lambda res: _enough(res, req.min_bytes),
         )
+    if req.replica_id >= 0 and rm.leader_quota.bound != UNLIMITED:
+        _record_throttled_bytes(rm, results)
     response = build_response(ctx, fctx, results)
     if req.replica_id >= 0 and fctx.kind == "full" and response.session_id:
         # once per follower and leadership change or restart, unless its fetches stopped using
@@ -243,6 +255,19 @@ def _record_follower_fetch(ctx: RequestContext, replica_id: int, parts: dict[tup
             rm.fetch_purgatory.check_and_complete(key)
         rm.maybe_expand_isr(part, replica_id)
     return diverging
+
+
+def _record_throttled_bytes(rm: Any, results: dict[tuple[str, int], PartitionResult]) -> None:
+    """The bytes of throttled partitions a follower is sent count against the leader's rate
+    (Kafka's sizeOfThrottledPartitions: in-sync followers' bytes count too)."""
+    quota = rm.leader_quota
+    total = 0
+    for key, r in results.items():
+        if r.records_size:
+            part = rm.partitions.get(key)
+            if part is not None and quota.is_throttled(key[1], part.log.config.leader_replication_throttled_replicas):
+                total += r.records_size
+    quota.record(total)
 
 
 def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:

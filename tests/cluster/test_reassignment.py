@@ -31,7 +31,9 @@ from protocol.messages.alter_partition_reassignments_request import (
     ReassignableTopic,
 )
 from protocol.messages.create_partitions_request import CreatePartitionsTopic
-from tests.cluster.processes import WAIT, Cluster, partitions, running_cluster
+from tests.broker_process import BrokerProcess
+from tests.cluster.processes import IDS, WAIT, Cluster, partitions, running_cluster
+from tests.cluster.test_zk_configs import describe
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
 from tests.zookeeper import ZooKeeperServer
@@ -301,3 +303,80 @@ async def test_a_new_controller_resumes_a_reassignment_in_progress(cluster, tmp_
     await asyncio.to_thread(cluster.brokers[o].kill)
     await cluster.until_all_agree(lambda m: partitions(m, "resumed")[0][1] == p, "p leads", among=[p])
     assert await asyncio.to_thread(read_all, cluster.brokers[p].bootstrap, "resumed", N) == values
+
+
+THROTTLE = 60_000  # B/s: Kafka's rate allows ~10 windows of it as a burst, then this rate
+
+
+@pytest.fixture
+async def small_fetch_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Followers fetch at most 32 KiB per partition: a throttle can only act between fetches."""
+    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",
+                                                     "replica.fetch.max.bytes=32768")) as c:
+        yield c
+
+
+def broker_configs(broker: BrokerProcess, broker_id: int) -> dict[str, str]:
+    """The broker's dynamic configs (source DYNAMIC_BROKER_CONFIG), as DescribeConfigs answers them."""
+    return {k: v for k, (v, source, _) in describe(broker, 4, str(broker_id)).items() if source == 2}
+
+
+async def test_throttle_bounds_the_moving_replica_and_verify_clears_it(small_fetch_cluster, tmp_path):
+    """`kafka-reassign-partitions --throttle` (KIP-73): the tool sets leader/follower
+    .replication.throttled.rate on brokers 1-3 and the topic's throttled replica lists (0:1,0:2 as
+    leaders, 0:3 as the follower); broker 3 copies 1.2 MB no faster than the rate allows after
+    its burst (unthrottled it takes well under a second), and `--verify`, once complete, clears
+    every throttle. Replication of in-sync followers is not throttled meanwhile: acks=all
+    produces to the partition go on."""
+    cluster = small_fetch_cluster
+    await cluster.open()
+    bootstrap = cluster.brokers[1].bootstrap
+    await asyncio.to_thread(create_topic, bootstrap, "slow", [1, 2])
+    await cluster.until_all_agree(lambda m: "slow" in m["topics"] and partitions(m, "slow")[0][1] == 1
+                                  and sorted(partitions(m, "slow")[0][4]) == [1, 2], "slow led by 1, ISR 1,2")
+    values = [b"%04d" % i + bytes(6000) for i in range(200)]  # 1.2 MB: 20 bursts of the rate
+    await asyncio.to_thread(produce, bootstrap, "slow", values)
+    json_file = plan(tmp_path, "slow", [1, 2, 3])
+
+    started = time.monotonic()
+    out = await asyncio.to_thread(tool, bootstrap, "--reassignment-json-file", json_file, "--execute",
+                                  "--throttle", str(THROTTLE))
+    assert f"The inter-broker throttle limit was set to {THROTTLE} B/s" in out, out
+    assert "Successfully started partition reassignment for slow-0" in out, out
+    for b in IDS:
+        configs = await asyncio.to_thread(broker_configs, cluster.brokers[b], b)
+        assert {k: configs.get(k) for k in ("leader.replication.throttled.rate",
+                                            "follower.replication.throttled.rate")} == {
+            "leader.replication.throttled.rate": str(THROTTLE), "follower.replication.throttled.rate": str(THROTTLE)}
+        assert "Replication throttle changed" in cluster.brokers[b].log_text()
+
+    # acks=all to the throttled partition meanwhile: 1 and 2 are in the ISR, not throttled
+    await asyncio.to_thread(produce_more, bootstrap, "slow", [b"during-%d" % i for i in range(20)], len(values))
+
+    verified: list[str] = []
+
+    def completed() -> bool:
+        verified.append(tool(bootstrap, "--reassignment-json-file", json_file, "--verify"))
+        return "Reassignment of partition slow-0 is completed." in verified[-1]
+    await until(completed, "--verify says completed", timeout=120)
+    took = time.monotonic() - started
+    # 1.2 MB at 60 kB/s after a burst of at most ~0.6 MB + one fetch: at least ~10 s
+    assert took >= 8, f"broker 3 caught up in {took:.1f}s: not throttled"
+    assert "Reassignment of partition slow-0 is still in progress." in verified[0], verified[0]
+    assert "Clearing broker-level throttles on brokers 1,2,3" in verified[-1], verified[-1]
+    assert "Clearing topic-level throttles on topic slow" in verified[-1], verified[-1]
+    for b in IDS:
+        configs = await asyncio.to_thread(broker_configs, cluster.brokers[b], b)
+        assert "leader.replication.throttled.rate" not in configs and "follower.replication.throttled.rate" not in configs
+    assert await asyncio.to_thread(read_all, cluster.brokers[3].bootstrap, "slow", len(values) + 20) == [
+        *values, *(b"during-%d" % i for i in range(20))]
+
+
+def produce_more(bootstrap: str, topic: str, values: list[bytes], first: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, request_timeout_ms=10_000)
+    try:
+        futures = [producer.send(topic, v, partition=0) for v in values]
+        producer.flush(30)
+        assert [f.get(10).offset for f in futures] == list(range(first, first + len(values)))
+    finally:
+        producer.close(5)

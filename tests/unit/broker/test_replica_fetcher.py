@@ -8,6 +8,7 @@ import asyncio
 from types import SimpleNamespace
 
 from broker.replica_fetcher import FetcherConfig, PartitionFetchState, ReplicaFetcherManager
+from broker.replication_quota import ReplicationQuotaManager
 
 
 def state() -> PartitionFetchState:
@@ -16,7 +17,7 @@ def state() -> PartitionFetchState:
 
 async def test_fetchers_follow_the_leaders_and_close_when_left_without_partitions() -> None:
     manager = ReplicaFetcherManager(FetcherConfig(broker_id=1, backoff_ms=10),
-                                    SimpleNamespace(partitions={}), lambda broker_id: None)
+                                    SimpleNamespace(partitions={}, follower_quota=ReplicationQuotaManager("follower", 1)), lambda broker_id: None)
     manager.add_partitions({("t", 0): (2, state()), ("t", 1): (3, state())})
     assert set(manager.fetchers) == {2, 3}
     to_2 = manager.fetchers[2]

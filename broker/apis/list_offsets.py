@@ -8,9 +8,18 @@ older than ours gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Consumers 
 cannot see past the high watermark. As Kafka: a partition named twice gets INVALID_REQUEST
 (every time), a negative timestamp that is no sentinel of the request's version
 UNSUPPORTED_VERSION.
+
+KIP-207 (Kafka's Partition.fetchOffsetForTimestamp): a new leader's high watermark is the one it
+last heard as a follower, behind the previous leader's until its ISR fetches from it, so a
+consumer asking for "latest" right after a leader change would see the end go back (Spark's
+sources take that for lost data). While the high watermark is below the offset the leader's epoch
+started at, a consumer's "latest" gets OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before),
+both retriable, and so does a time lookup that finds nothing below the high watermark.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from broker.apis.registry import api
 from broker.context import RequestContext
@@ -20,6 +29,9 @@ from protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
+
+if TYPE_CHECKING:
+    from storage.log import Log
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -31,6 +43,14 @@ def check_leader_epoch(current: int, ours: int) -> None:
         raise KafkaProtocolError(ErrorCode.FENCED_LEADER_EPOCH)
     if current > ours:
         raise KafkaProtocolError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+def _high_watermark_lags_epoch_start(log_: Log, leader_epoch: int) -> bool:
+    """Whether the leader's high watermark is below the start offset of its epoch (its log end
+    offset when it became leader, in the leader epoch cache)."""
+    cache = log_.leader_epoch_cache
+    entry = cache.epoch_entry(leader_epoch) if cache is not None else None
+    return entry is not None and entry.start_offset > log_.high_watermark
 
 
 @api(2, 1, 7)
@@ -57,10 +77,14 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsRes
                 check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
                 log_ = part.log
                 ts = p.timestamp
+                lagging = req.replica_id == -1 and _high_watermark_lags_epoch_start(log_, part.leader_epoch)
+                not_available = ErrorCode.OFFSET_NOT_AVAILABLE if ctx.version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
                 if ts == EARLIEST:
                     resp.offset = log_.log_start_offset
                     resp.leader_epoch = log_.epoch_for_offset(resp.offset)
                 elif ts == LATEST:
+                    if lagging:
+                        raise KafkaProtocolError(not_available)
                     resp.offset = log_.last_stable_offset if req.isolation_level == 1 else log_.high_watermark
                     resp.leader_epoch = part.leader_epoch
                 else:
@@ -71,6 +95,8 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsRes
                             found = None
                         else:
                             resp.offset, resp.timestamp, resp.leader_epoch = offset, timestamp, epoch
+                    if found is None and lagging:
+                        raise KafkaProtocolError(not_available)
             except KafkaProtocolError as e:
                 resp.error_code = e.code
             parts.append(resp)

@@ -1,33 +1,51 @@
 """DelayedFetch: a fetch waiting for min_bytes, parked in the fetch purgatory.
 
-Why a re-read instead of Kafka's byte arithmetic on log positions: a read here only looks up
-index positions and returns file slices (no record bytes are touched until the response is
-built), so re-reading the watched partitions when an append wakes us is cheap and exact, and the
-completing read is the one that answers."""
+Why bytes are counted per partition: a fetch parks because its partitions together had less than
+min_bytes; an append (or a high-watermark move) to one of them wakes it with that partition's
+key, and only that partition can have changed. So the operation keeps each partition's available
+bytes from the first read, re-reads only the woken partition (an index lookup returning a file
+slice: no record bytes are touched), and keeps a running total -- a wake-up costs one partition,
+not every partition of the fetch (a follower's fetch names every partition it follows from that
+leader). When the total reaches min_bytes, an error shows, or max_wait passes, the fetch is read
+once more in full, with the response's byte budget shared in order, and that read answers (Kafka's
+DelayedFetch.tryComplete counts positions the same way and reads at onComplete).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from broker.purgatory import DelayedFuture
 
 
 class DelayedFetch(DelayedFuture[Any]):
-    def __init__(self, delay_ms: int, reader: Callable[[], Any], enough: Callable[[Any], bool]) -> None:
+    def __init__(self, delay_ms: int, min_bytes: int, first: dict[Any, Any],
+                 read_one: Callable[[Any], Any], read_all: Callable[[], Any]) -> None:
+        """`first`: the partitions' results of the read that parked the fetch (each with
+        `records_size` and `error`); `read_one(key)`: one partition again; `read_all()`: the
+        whole fetch, the answer."""
         super().__init__(delay_ms)
-        self.reader = reader
-        self.enough = enough
-        self.results: Any = None
+        self.min_bytes = min_bytes
+        self.sizes = {key: r.records_size for key, r in first.items()}
+        self.total = sum(self.sizes.values())
+        self.failed = any(r.error for r in first.values())
+        self.read_one = read_one
+        self.read_all = read_all
 
     def try_complete(self) -> bool:
-        results = self.reader()
-        if self.enough(results):
-            self.results = results
+        if self.failed or self.total >= self.min_bytes:
             return self.force_complete()
         return False
 
+    def try_complete_for(self, key: Hashable) -> bool:
+        old = self.sizes.get(key)
+        if old is not None:
+            r = self.read_one(key)
+            self.sizes[key] = r.records_size
+            self.total += r.records_size - old
+            self.failed = self.failed or bool(r.error)
+        return self.try_complete()
+
     def complete_value(self) -> Any:
-        if self.results is None:  # expired: answer with whatever is there now
-            self.results = self.reader()
-        return self.results
+        return self.read_all()

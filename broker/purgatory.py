@@ -86,6 +86,12 @@ class DelayedOperation(TimerTask):
         """If the operation can complete now, call `force_complete()` and return its result;
         otherwise return False."""
 
+    def try_complete_for(self, key: Hashable) -> bool:
+        """`try_complete()` after the state behind watch key `key` changed (check_and_complete):
+        an operation that can tell what changed from the key (a DelayedFetch re-reads that one
+        partition) overrides it."""
+        return self.try_complete()
+
     @abstractmethod
     def on_complete(self) -> None:
         """Answer the request. Called exactly once."""
@@ -230,7 +236,7 @@ class DelayedOperationPurgatory(Generic[T]):
             completed = 0
             # Snapshot: on_complete may re-enter and watch new operations under this key.
             for op in tuple(ops):
-                if not op.is_completed and op.try_complete():
+                if not op.is_completed and op.try_complete_for(key):
                     completed += 1
             current = self._watchers.get(key)
             if current is not None:

@@ -1054,11 +1054,11 @@ class ReplicaManager(_ZkReplicaState):
 
     # -- fetch ------------------------------------------------------------------------------------
 
-    async def delayed_fetch(
-        self, keys: list[TopicPartition], max_wait_ms: int, reader: Any, enough: Any
-    ) -> Any:
-        """Park a fetch until an append to one of `keys` makes `enough(reader())` true, or
-        max_wait_ms passes; returns the completing read."""
-        op = DelayedFetch(max_wait_ms, reader, enough)
+    async def delayed_fetch(self, keys: list[TopicPartition], max_wait_ms: int, min_bytes: int, first: Any,
+                            read_one: Any, read_all: Any) -> Any:
+        """Park a fetch (whose read `first` had less than min_bytes) until appends to `keys`
+        make min_bytes available, or max_wait_ms passes (broker.delayed_fetch); returns the
+        completing read."""
+        op = DelayedFetch(max_wait_ms, min_bytes, first, read_one, read_all)
         self.fetch_purgatory.try_complete_else_watch(op, keys)
         return await op.future

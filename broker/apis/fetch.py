@@ -6,8 +6,9 @@
   the first partition with data returns at least one whole batch even when it is larger
   (KIP-74), so a consumer can never be stuck behind a big batch.
 * `min_bytes` / `max_wait_ms`: when less than min_bytes is available the request waits in the
-  fetch purgatory (a DelayedFetch watching its partitions) until an append makes enough
-  available or max_wait expires, then reads again and answers.
+  fetch purgatory (a DelayedFetch watching its partitions, re-reading only the partition an
+  append wakes it for) until enough is available or max_wait expires, then reads again and
+  answers.
 * Fetch sessions (KIP-227, v7+): see broker.fetch_session; incremental responses carry only
   partitions with news.
 * Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
@@ -73,69 +74,74 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog).
     `diverging`: for a follower's fetch, its partitions whose log diverged from ours (computed
     once per request by _record_follower_fetch, also for the re-reads of a parked fetch)."""
-    rm = ctx.server.replica_manager
     budget = req.max_bytes if ctx.version >= 3 else 2**31 - 1
     min_one = True
-    read_committed = req.isolation_level == 1
     out: dict[tuple[str, int], PartitionResult] = {}
+    for key, preq in parts.items():
+        res = read_partition(ctx, req, key, preq, max(0, min(preq.max_bytes, budget)), min_one, diverging)
+        if res.records_size:
+            budget -= res.records_size
+            min_one = False
+        out[key] = res
+    return out
+
+
+def read_partition(ctx: RequestContext, req: FetchRequest, key: tuple[str, int], preq: PartitionRequest, limit: int,
+                   min_one: bool, diverging: dict[tuple[str, int], tuple[int, int]] | None) -> PartitionResult:
+    """One partition's read, at most `limit` bytes (at least one batch when `min_one`)."""
+    rm = ctx.server.replica_manager
+    read_committed = req.isolation_level == 1
     # Kafka checks the epoch before the leadership (Partition.getLocalLog)
     from_follower = req.replica_id >= 0
     only_leader = ctx.version < 11 or from_follower
-    throttle = rm.leader_quota if from_follower and rm.leader_quota.bound != UNLIMITED else None
-    for key, preq in parts.items():
-        res = PartitionResult()
-        try:
-            part = rm.get_partition(*key)
-            check_leader_epoch(preq.current_leader_epoch, part.leader_epoch)
-            if only_leader and not part.is_leader:
-                raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            log_ = part.log
-            res.high_watermark = log_.high_watermark
-            res.last_stable_offset = log_.last_stable_offset
-            res.log_start_offset = log_.log_start_offset
-            if from_follower:
-                # a follower reads past the high watermark, up to the log end (Kafka's
-                # FetchIsolation.LOG_END), unless its log diverged from ours: then it is told
-                # where our copy of its last epoch ends, to truncate there (KIP-595 / Fetch v12)
-                epoch_end = diverging.get(key) if diverging else None
-                if epoch_end is not None:
-                    res.diverging_epoch = epoch_end
-                    res.records = b""
-                    out[key] = res
-                    continue
-                upper = log_.log_end_offset
-                if throttle is not None and req.replica_id not in part.state.isr and throttle.is_throttled(
-                        key[1], log_.config.leader_replication_throttled_replicas) and throttle.is_quota_exceeded():
-                    res.records = b""  # Kafka's shouldLeaderThrottle: this follower waits for the rate to fall
-                    out[key] = res
-                    continue
-            else:
-                upper = res.last_stable_offset if read_committed else res.high_watermark
-            limit = max(0, min(preq.max_bytes, budget))
-            info = log_.read(preq.fetch_offset, limit, upper, min_one)
-            slice_ = info.records
-            size = slice_.size if slice_ is not None else 0
-            if size:
-                res.records = slice_
-                res.records_size = size
-                budget -= size
-                min_one = False
-                if read_committed:
-                    res.aborted = [
-                        AbortedTransaction(producer_id=pid, first_offset=first)
-                        for pid, first in log_.collect_aborted_transactions(preq.fetch_offset, upper)
-                    ]
-            else:
+    res = PartitionResult()
+    try:
+        part = rm.get_partition(*key)
+        check_leader_epoch(preq.current_leader_epoch, part.leader_epoch)
+        if only_leader and not part.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        log_ = part.log
+        res.high_watermark = log_.high_watermark
+        res.last_stable_offset = log_.last_stable_offset
+        res.log_start_offset = log_.log_start_offset
+        if from_follower:
+            # a follower reads past the high watermark, up to the log end (Kafka's
+            # FetchIsolation.LOG_END), unless its log diverged from ours: then it is told
+            # where our copy of its last epoch ends, to truncate there (KIP-595 / Fetch v12)
+            epoch_end = diverging.get(key) if diverging else None
+            if epoch_end is not None:
+                res.diverging_epoch = epoch_end
                 res.records = b""
-        except KafkaProtocolError as e:
-            # Kafka's readFromLog answers every read error (OFFSET_OUT_OF_RANGE included) with
-            # -1 offsets and no aborted list; a partition the metadata does not know is answered
-            # earlier (FetchResponse.partitionResponse) with an empty aborted list
-            res = PartitionResult(error=e.code, records=b"")
-            if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                res.aborted = []
-        out[key] = res
-    return out
+                return res
+            upper = log_.log_end_offset
+            throttle = rm.leader_quota
+            if throttle.bound != UNLIMITED and req.replica_id not in part.state.isr and throttle.is_throttled(
+                    key[1], log_.config.leader_replication_throttled_replicas) and throttle.is_quota_exceeded():
+                res.records = b""  # Kafka's shouldLeaderThrottle: this follower waits for the rate to fall
+                return res
+        else:
+            upper = res.last_stable_offset if read_committed else res.high_watermark
+        info = log_.read(preq.fetch_offset, limit, upper, min_one)
+        slice_ = info.records
+        size = slice_.size if slice_ is not None else 0
+        if size:
+            res.records = slice_
+            res.records_size = size
+            if read_committed:
+                res.aborted = [
+                    AbortedTransaction(producer_id=pid, first_offset=first)
+                    for pid, first in log_.collect_aborted_transactions(preq.fetch_offset, upper)
+                ]
+        else:
+            res.records = b""
+    except KafkaProtocolError as e:
+        # Kafka's readFromLog answers every read error (OFFSET_OUT_OF_RANGE included) with
+        # -1 offsets and no aborted list; a partition the metadata does not know is answered
+        # earlier (FetchResponse.partitionResponse) with an empty aborted list
+        res = PartitionResult(error=e.code, records=b"")
+        if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            res.aborted = []
+    return res
 
 
 def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]) -> FetchResponse:
@@ -205,11 +211,12 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     diverging = _record_follower_fetch(ctx, req.replica_id, fctx.partitions, now_ms) if req.replica_id >= 0 else None
     results = read_partitions(ctx, req, fctx.partitions, diverging)
     if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
+        parts = fctx.partitions
+        limit = req.max_bytes if ctx.version >= 3 else 2**31 - 1
         results = await rm.delayed_fetch(
-            list(fctx.partitions),
-            req.max_wait_ms,
-            lambda: read_partitions(ctx, req, fctx.partitions, diverging),
-            lambda res: _enough(res, req.min_bytes),
+            list(parts), req.max_wait_ms, req.min_bytes, results,
+            lambda key: read_partition(ctx, req, key, parts[key], min(parts[key].max_bytes, limit), True, diverging),
+            lambda: read_partitions(ctx, req, parts, diverging),
         )
     if req.replica_id >= 0 and rm.leader_quota.bound != UNLIMITED:
         _record_throttled_bytes(rm, results)

@@ -162,7 +162,6 @@ async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
     """min.insync.replicas=2: once both followers of a partition are out of its ISR (paused),
     acks=all produces are refused before the append (NOT_ENOUGH_REPLICAS); acks=1 still works;
     back, the followers rejoin and acks=all is accepted again."""
-    from kafka.errors import NotEnoughReplicasError
 
     await cluster.open()
     cid, _ = await cluster.controller()
@@ -176,13 +175,25 @@ async def test_acks_all_below_min_insync_replicas_is_refused(cluster):
     await cluster.until_all_agree(lambda m: "durable" in m["topics"]
                                   and sorted(partitions(m, "durable")[0][4]) == sorted(IDS), "durable, full ISR")
 
+    # both producers know the partition's leader before the followers pause: a metadata request
+    # sent to a paused broker (its socket still accepts) would only time out
+    producers = {acks: KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks=acks, retries=0,
+                                     request_timeout_ms=10_000) for acks in ("all", 1)}
+    for producer in producers.values():
+        assert await asyncio.to_thread(producer.partitions_for, "durable") == {0}
+
     def send(acks: int | str) -> Any:
-        producer = KafkaProducer(bootstrap_servers=cluster.brokers[cid].bootstrap, acks=acks, retries=0,
-                                 request_timeout_ms=10_000)
-        try:
-            return producer.send("durable", b"x", partition=0).get(15)
-        finally:
+        return producers[acks].send("durable", b"x", partition=0).get(15)
+
+    try:
+        await _check_min_insync(cluster, cid, followers, send)
+    finally:
+        for producer in producers.values():
             producer.close(5)
+
+
+async def _check_min_insync(cluster: Cluster, cid: int, followers: list[int], send: Any) -> None:
+    from kafka.errors import NotEnoughReplicasError
 
     assert (await asyncio.to_thread(send, "all")).offset == 0
     for f in followers:

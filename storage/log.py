@@ -888,12 +888,14 @@ class Log:
         if seg.size == 0:  # rolling an empty segment helps nothing; the append decides
             return False
         n = len(buf)
+        cfg = self._config
         max_ts, last_delta = -1, 0
         if n >= HEADER_SIZE:
             h = _unpack_header(buf, 0)
+            if h[1] + LOG_OVERHEAD > cfg.max_message_bytes or n > cfg.segment_bytes:
+                return False  # the append refuses it (MESSAGE_TOO_LARGE, RECORD_BATCH_TOO_LARGE): no roll for it
             max_ts = now_ms if self._append_time else h[8]
             last_delta = max(h[6], 0)
-        cfg = self._config
         return seg.should_roll(
             cfg.segment_bytes, cfg.segment_ms, max_ts, self._log_end_offset + last_delta, n, now_ms
         )

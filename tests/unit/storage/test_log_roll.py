@@ -6,7 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from storage.config import LogConfig
+from storage.errors import RecordTooLargeError
 from storage.log import Log
 from tests.unit.storage.helpers import T0, Clock, client_batch, offset_batch, segment_names
 
@@ -139,5 +142,24 @@ def test_explicit_roll_and_empty_active_segment(tmp_path: Path) -> None:
         assert log.roll(10).base_offset == 10
         assert segment_names(log.dir) == names(0, 3, 10)
         assert log.log_end_offset == 3  # the log end does not move with an expected offset
+    finally:
+        log.close()
+
+
+def test_a_batch_the_append_refuses_does_not_roll(tmp_path: Path) -> None:
+    """A batch over max.message.bytes (or over segment.bytes) is refused by the append, so
+    roll_due (asked before the append, to roll in an executor) must not roll for it: a client
+    sending too-large batches would otherwise leave a new segment per refused request."""
+    size = len(client_batch(5))
+    big = client_batch(200)
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2 * size + 10, max_message_bytes=len(big) - 1),
+                   now=Clock())
+    try:
+        log.append_as_leader(client_batch(5), 0, T0)
+        assert log.roll_due(client_batch(5), T0) is False and log.roll_due(client_batch(5) * 2, T0) is True
+        assert log.roll_due(big, T0) is False
+        with pytest.raises(RecordTooLargeError):
+            log.append_as_leader(big, 0, T0)
+        assert segment_names(log.dir) == names(0)
     finally:
         log.close()

@@ -220,6 +220,7 @@ class GroupCoordinator:
         # their leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and a counter per partition that
         # each election and resignation moves on, so a load finishing after a resignation is dropped
         self.loading_partitions: set[int] = set()
+        self.owned_partitions: set[int] = set()  # loaded and led here (Kafka's ownedPartitions)
         self._partition_generation: dict[int, int] = {}
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory("Heartbeat")
         self.rebalance_purgatory: DelayedOperationPurgatory[DelayedJoin | DelayedSync] = DelayedOperationPurgatory(
@@ -349,7 +350,7 @@ class GroupCoordinator:
     def on_election(self, partition: int) -> None:
         """Kafka's GroupCoordinator.onElection: load the partition's groups and offsets in the
         background; its groups answer COORDINATOR_LOAD_IN_PROGRESS until then."""
-        if partition in self.loading_partitions or any(self.partition_for(g) == partition for g in self.groups):
+        if partition in self.loading_partitions or partition in self.owned_partitions:
             return  # loading, or loaded already (a new leader epoch of a partition we lead)
         self.loading_partitions.add(partition)
         self.server._spawn(self._load_partition(partition, self._next_generation(partition)))
@@ -365,6 +366,7 @@ class GroupCoordinator:
             if self._partition_generation.get(partition) != generation:
                 return  # resigned (and maybe elected again) while reading: that one loads
             self._apply_loaded(entries)
+            self.owned_partitions.add(partition)
             loaded = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
             for group in loaded:
                 for member in group.members.values():
@@ -383,6 +385,7 @@ class GroupCoordinator:
         parked joins and syncs answered NOT_COORDINATOR, so members find the new coordinator)."""
         self._next_generation(partition)
         self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
         unloaded = 0
         for group_id, group in list(self.groups.items()):
             if self.partition_for(group_id) != partition:

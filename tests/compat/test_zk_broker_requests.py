@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,6 @@ from tests.zookeeper import ZooKeeperServer
 
 TOPIC_ID = uuid.UUID("5f1ad5b6-0c3e-4b1f-9a7e-2d7f3c1b9e01")
 GHOST_PORT = 1  # broker 2 exists only in the metadata
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    zk = ZooKeeperServer(tmp_path / "zookeeper").start()
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 async def take_controller_seat(zookeeper: ZooKeeperServer, chroot: str) -> KafkaZkClient:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +43,6 @@ CASES: list[tuple[str, str, int, list[int] | None]] = [
     ("unknown partition, cancel", "nosuch", 0, None),
     ("no-op", "t", 0, [1]),
 ]
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    zk = ZooKeeperServer(tmp_path / "zookeeper").start()
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 async def conversation(port: int) -> list[tuple[Any, ...]]:

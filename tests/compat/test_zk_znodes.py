@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -77,15 +77,6 @@ class ZkModeKafka(LoggedProcess):
                for a in java_command("kafka.Kafka", [str(config)], jvm_args=("-Xmx512m", "-XX:+UseSerialGC"))]
         self._spawn(cmd, f"[KafkaServer id={self.broker_id}] started", timeout)
         return self
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    zk = ZooKeeperServer(tmp_path / "zookeeper").start()
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 @pytest.fixture

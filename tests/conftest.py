@@ -1,5 +1,5 @@
-"""Fixtures of the cluster suite: a real ZooKeeper server (Debian's package) per test, stopped by
-its fixture."""
+"""Fixtures shared by the suites (tests/cluster, tests/compat, ...): a real ZooKeeper server
+(Debian's package) per test, stopped by its fixture."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ class SyncCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncCluster]:
     """ZooKeeper and brokers 1-3 for this module's tests (a cluster start costs ~10 s; the
-    `zookeeper` fixture of tests/cluster/conftest.py is per test, so the server is started here)."""
+    shared `zookeeper` fixture of tests/conftest.py is per test, so the server is started here)."""
     root = tmp_path_factory.mktemp("spark-cluster")
     zk = ZooKeeperServer(root / "zookeeper").start()
     try:

@@ -85,7 +85,10 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsRes
                 elif ts == LATEST:
                     if lagging:
                         raise KafkaProtocolError(not_available)
-                    resp.offset = log_.last_stable_offset if req.isolation_level == 1 else log_.high_watermark
+                    if req.replica_id != -1:  # a replica or a debugging tool: no isolation, the log end (Kafka's)
+                        resp.offset = log_.log_end_offset
+                    else:
+                        resp.offset = log_.last_stable_offset if req.isolation_level == 1 else log_.high_watermark
                     resp.leader_epoch = part.leader_epoch
                 else:
                     found = log_.offset_for_timestamp(ts)

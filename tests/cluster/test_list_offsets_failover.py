@@ -36,10 +36,10 @@ N = 10
 EARLIEST, LATEST = -2, -1
 
 
-def list_offset(port: int, timestamp: int, version: int = 7) -> tuple[int, int]:
+def list_offset(port: int, timestamp: int, version: int = 7, replica_id: int = -1) -> tuple[int, int]:
     """(error code, offset) of partition 0 of TOPIC."""
     with RawConnection(port) as conn:
-        resp = conn.call(2, version, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        resp = conn.call(2, version, ListOffsetsRequest(replica_id=replica_id, isolation_level=0, topics=[
             ListOffsetsTopic(name=TOPIC, partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]))
     p = resp.topics[0].partitions[0]
     return p.error_code, p.offset
@@ -98,6 +98,8 @@ async def test_a_new_leaders_latest_offset_waits_for_its_high_watermark(zookeepe
             assert await asyncio.to_thread(list_offset, cluster.ports[2], LATEST, version=4) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
             assert await asyncio.to_thread(list_offset, cluster.ports[2], 0) == (ErrorCode.OFFSET_NOT_AVAILABLE, -1)  # by time: nothing below it
             assert await asyncio.to_thread(list_offset, cluster.ports[2], EARLIEST) == (0, 0)
+            # not a consumer (-2: a debugging tool): no isolation, the log end, as Kafka answers it
+            assert await asyncio.to_thread(list_offset, cluster.ports[2], LATEST, replica_id=-2) == (0, N)
 
             await silent.kill()  # broker 3 leaves the ISR: broker 2 alone, its high watermark is its end
             await cluster.until_all_agree(lambda m: partitions(m, TOPIC)[0][4] == [2], "ISR [2]", among=[2],

@@ -68,40 +68,44 @@ class FetcherConfig:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     request_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    num_fetchers: int = 1  # num.replica.fetchers: fetchers (and connections) per leader
 
 
 class ReplicaFetcherManager:
-    """The fetchers of this broker, one per leader broker (num.replica.fetchers=1)."""
+    """The fetchers of this broker: num.replica.fetchers per leader broker, each with its own
+    connection, a partition going to one of them by a hash of its name (Kafka's getFetcherId), so
+    a leader's partitions are fetched by that many requests in flight at once."""
 
     def __init__(self, config: FetcherConfig, replica_manager: Any,
                  leader_address: Callable[[int], tuple[str, int] | None]) -> None:
         self.config = config
         self.replica_manager = replica_manager
         self.leader_address = leader_address
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, fetcher id) -> fetcher
 
     def add_partitions(self, partitions: dict[TopicPartition, tuple[int, PartitionFetchState]]) -> None:
         """Fetch each partition from its leader (partition -> (leader id, initial state)); a
         partition fetched from another leader before moves."""
         self.remove_partitions(list(partitions))
         for tp, (leader, state) in partitions.items():
-            fetcher = self.fetchers.get(leader)
+            key = (leader, fetcher_id(tp, self.config.num_fetchers))
+            fetcher = self.fetchers.get(key)
             if fetcher is None:
-                fetcher = self.fetchers[leader] = ReplicaFetcher(leader, self)
+                fetcher = self.fetchers[key] = ReplicaFetcher(leader, self, key[1])
             fetcher.add(tp, state)
-            log.info("Added fetcher", topic=tp[0], partition=tp[1], leader=leader,
+            log.info("Added fetcher", topic=tp[0], partition=tp[1], leader=leader, fetcher=key[1],
                      fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch)
 
     def remove_partitions(self, partitions: list[TopicPartition]) -> None:
-        for leader, fetcher in list(self.fetchers.items()):
+        for key, fetcher in list(self.fetchers.items()):
             for tp in partitions:
                 fetcher.remove(tp)
             if not fetcher.partitions:
-                del self.fetchers[leader]
+                del self.fetchers[key]
                 fetcher.stop()
 
     def fetch_state(self, tp: TopicPartition) -> tuple[int, PartitionFetchState] | None:
-        for leader, fetcher in self.fetchers.items():
+        for (leader, _), fetcher in self.fetchers.items():
             st = fetcher.partitions.get(tp)
             if st is not None:
                 return leader, st
@@ -118,11 +122,11 @@ class ReplicaFetcherManager:
 class ReplicaFetcher:
     """Fetches the partitions led by one broker (Kafka's ReplicaFetcherThread)."""
 
-    def __init__(self, leader: int, manager: ReplicaFetcherManager) -> None:
+    def __init__(self, leader: int, manager: ReplicaFetcherManager, fetcher_id: int = 0) -> None:
         self.leader = leader
         self.manager = manager
         cfg = manager.config
-        self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-fetcher-0",
+        self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-fetcher-{fetcher_id}",
                                                         request_timeout_ms=cfg.request_timeout_ms))
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.session = FetchSessionHandler()
@@ -294,6 +298,19 @@ class ReplicaFetcher:
         if hw > log_.high_watermark:
             log_.update_high_watermark(hw)
             self.manager.replica_manager.fetch_purgatory.check_and_complete(tp)
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode + partition) % n, with
+    Java's String.hashCode, so a partition goes to the same fetcher id as on a Kafka broker."""
+    if num_fetchers <= 1:
+        return 0
+    h = 0
+    for ch in tp[0]:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    v = (31 * h + tp[1]) & 0xFFFFFFFF
+    v = v - (1 << 32) if v >= 1 << 31 else v
+    return (0 if v == -(1 << 31) else abs(v)) % num_fetchers  # Kafka's Utils.abs
 
 
 def latest_epoch(log_: Any) -> int:

@@ -754,7 +754,8 @@ class ReplicaManager(_ZkReplicaState):
         self.replica_fetcher_manager = ReplicaFetcherManager(FetcherConfig(
             self.broker_id, max_wait_ms=cfg["replica.fetch.wait.max.ms"], min_bytes=cfg["replica.fetch.min.bytes"],
             max_bytes=cfg["replica.fetch.response.max.bytes"], partition_max_bytes=cfg["replica.fetch.max.bytes"],
-            backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"]),
+            backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"],
+            num_fetchers=cfg["num.replica.fetchers"]),
             self, self._leader_address)
         self.replica_lag_time_max_ms: int = cfg["replica.lag.time.max.ms"]
         # replication throttles (kafka-reassign-partitions --throttle): bounds from dynamic broker configs

@@ -127,12 +127,19 @@ async def test_a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up(c
                                   "the follower back in every ISR")
 
 
-async def test_followers_fetch_in_sessions_and_stay_in_sync_while_idle(cluster):
-    """Followers keep one fetch session per leader (KIP-227): many acks=all sends, each needing
-    the followers' next fetch, open one session per follower on each leader (a full fetch each
-    time would open one per fetch; sessionless fetches none). Idle for several
-    replica.lag.time.max.ms, their incremental fetches name no partition, yet the leaders count
-    them caught up: every ISR stays full."""
+async def test_followers_fetch_in_sessions_and_stay_in_sync_while_idle(zookeeper, tmp_path):
+    """Followers keep one fetch session per fetcher and leader (KIP-227), here with
+    num.replica.fetchers=2 (a leader's partitions split over two fetchers, two connections):
+    many acks=all sends, each needing the followers' next fetch, open at most two sessions per
+    follower on each leader at start (a full fetch each time would open one per fetch;
+    sessionless fetches none). Idle for several replica.lag.time.max.ms, their incremental
+    fetches name no partition, yet the leaders count them caught up: every ISR stays full."""
+    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",
+                                                     "num.replica.fetchers=2")) as cluster:
+        await _check_sessions(cluster)
+
+
+async def _check_sessions(cluster: Cluster) -> None:
     await cluster.open()
     sends = 120
 
@@ -149,7 +156,10 @@ async def test_followers_fetch_in_sessions_and_stay_in_sync_while_idle(cluster):
     sessions = {(leader, follower): sum(f"replica={follower}" in line for line in b.log_text().splitlines()
                                         if "Created fetch session for a follower" in line)
                 for leader, b in cluster.brokers.items() for follower in IDS if follower != leader}
-    assert all(1 <= n <= 3 for n in sessions.values()), sessions
+    assert all(1 <= n <= 4 for n in sessions.values()), sessions
+    fetchers = {line.split(" fetcher=")[1].split()[0] for b in cluster.brokers.values()
+                for line in b.log_text().splitlines() if "Added fetcher" in line and "topic='rf3'" in line}
+    assert fetchers == {"0", "1"}, fetchers  # rf3-0..5 hash to both fetcher ids
     said = {i: len(b.log_text()) for i, b in cluster.brokers.items()}
     await asyncio.sleep(4 * LAG_MS / 1000)  # what is tested is that nothing happens meanwhile
     view = await cluster.until_all_agree(lambda m: True, "the ISRs after an idle while")

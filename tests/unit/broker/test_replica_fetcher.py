@@ -7,7 +7,12 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from broker.replica_fetcher import FetcherConfig, PartitionFetchState, ReplicaFetcherManager
+from broker.replica_fetcher import (
+    FetcherConfig,
+    PartitionFetchState,
+    ReplicaFetcherManager,
+    fetcher_id,
+)
 from broker.replication_quota import ReplicationQuotaManager
 
 
@@ -19,10 +24,10 @@ async def test_fetchers_follow_the_leaders_and_close_when_left_without_partition
     manager = ReplicaFetcherManager(FetcherConfig(broker_id=1, backoff_ms=10),
                                     SimpleNamespace(partitions={}, follower_quota=ReplicationQuotaManager("follower", 1)), lambda broker_id: None)
     manager.add_partitions({("t", 0): (2, state()), ("t", 1): (3, state())})
-    assert set(manager.fetchers) == {2, 3}
-    to_2 = manager.fetchers[2]
+    assert set(manager.fetchers) == {(2, 0), (3, 0)}
+    to_2 = manager.fetchers[(2, 0)]
     manager.add_partitions({("t", 0): (3, state())})  # t-0's leader moved to broker 3
-    assert set(manager.fetchers) == {3} and set(manager.fetchers[3].partitions) == {("t", 0), ("t", 1)}
+    assert set(manager.fetchers) == {(3, 0)} and set(manager.fetchers[(3, 0)].partitions) == {("t", 0), ("t", 1)}
     # stopped by the move itself, its connection closing without anyone awaiting it
     assert to_2._closing is not None
     await asyncio.wait_for(asyncio.shield(to_2._closing), 5)
@@ -30,3 +35,22 @@ async def test_fetchers_follow_the_leaders_and_close_when_left_without_partition
     assert manager.fetch_state(("t", 0)) is not None and manager.fetch_state(("t", 0))[0] == 3
     await asyncio.wait_for(manager.shutdown(), 5)
     assert not manager.fetchers
+
+
+async def test_num_replica_fetchers_spreads_a_leaders_partitions_as_kafka_does() -> None:
+    """num.replica.fetchers=3: Kafka's getFetcherId, abs(31 * "t".hashCode() + p) % 3 with
+    "t".hashCode() = 116, puts t-0, t-1, t-2 on fetchers 2, 0, 1 -- each its own connection."""
+    assert [fetcher_id(("t", p), 3) for p in range(3)] == [2, 0, 1]
+    assert fetcher_id(("t", 5), 1) == 0
+    # Java's String.hashCode overflows: "polygenelubricants".hashCode() == Integer.MIN_VALUE, and
+    # Kafka's Utils.abs takes that as 0 (31 * MIN_VALUE + 0 wraps to MIN_VALUE again)
+    assert fetcher_id(("polygenelubricants", 0), 7) == 0
+    manager = ReplicaFetcherManager(FetcherConfig(broker_id=1, backoff_ms=10, num_fetchers=3),
+                                    SimpleNamespace(partitions={}, follower_quota=ReplicationQuotaManager("follower", 1)),
+                                    lambda broker_id: None)
+    manager.add_partitions({("t", p): (2, state()) for p in range(3)})
+    assert {k: set(f.partitions) for k, f in manager.fetchers.items()} == {
+        (2, 2): {("t", 0)}, (2, 0): {("t", 1)}, (2, 1): {("t", 2)}}
+    assert len({id(f.client) for f in manager.fetchers.values()}) == 3
+    assert manager.fetchers[(2, 1)].client.config.client_id == "broker-1-fetcher-1"
+    await asyncio.wait_for(manager.shutdown(), 5)

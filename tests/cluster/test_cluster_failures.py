@@ -274,3 +274,43 @@ async def test_a_restarted_coordinator_loads_its_groups_when_it_leads_their_part
         await asyncio.sleep(0.1)
         offsets = await asyncio.to_thread(fetched)
     assert offsets == committed
+
+
+async def test_controlled_shutdown_with_a_paused_controller_retries_until_its_successor_answers(
+        zookeeper: ZooKeeperServer, tmp_path: Path):
+    """SIGTERM while the controller is paused (SIGSTOP, its ZooKeeper session still alive at
+    first): the first ControlledShutdown waits for an answer that does not come until
+    request.timeout.ms (3 s here), the broker retries after controlled.shutdown.retry.backoff.ms,
+    and once the paused controller's session expired its successor answers: the broker still
+    leaves cleanly, its leaderships moved first. The zombie, resumed, follows the successor."""
+    async with running_cluster(zookeeper, tmp_path, ("request.timeout.ms=3000",
+                                                     "controlled.shutdown.max.retries=6")) as cluster:
+        await cluster.open()
+        cid, epoch = await cluster.controller()
+        leaving = next(i for i in IDS if i != cid)
+        zombie, b = cluster.brokers[cid], cluster.brokers[leaving]
+        zombie.proc.send_signal(signal.SIGSTOP)
+        try:
+            mark = len(b.lines)
+            exit_code = await asyncio.to_thread(b.stop, 60)
+            lines = b.lines[mark:]
+            assert exit_code == 0
+            assert any("Retrying controlled shutdown" in line for line in lines), lines
+            assert any("Controlled shutdown request returned successfully" in line for line in lines), lines
+            # the leaving broker may have been elected meanwhile (and answered itself): once it is
+            # gone, the third broker is the controller
+            others = [i for i in IDS if i not in (cid, leaving)]
+            deadline = time.monotonic() + WAIT
+            while await cluster.zk.get_controller_id() != others[0]:
+                assert time.monotonic() < deadline, "the third broker did not become the controller"
+                await asyncio.sleep(0.1)
+            successor, new_epoch = await cluster.controller()
+            assert new_epoch > epoch
+            await cluster.until_all_agree(
+                lambda m: all(s[1] not in (leaving, cid, -1) for s in partitions(m, "rf3").values()),
+                "rf3 led by the successor alone", among=others)
+        finally:
+            zombie.proc.send_signal(signal.SIGCONT)
+        zombie.wait_for_line("Resigned", timeout=WAIT)
+        await cluster.until_all_agree(lambda m: m["controller_id"] == successor and len(m["brokers"]) == 2,
+                                      "the zombie back, following the successor", among=[cid, successor])

@@ -121,6 +121,10 @@ class _BrokerState:
     address: str
     queue: asyncio.Queue[QueueItem] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # nothing queued or in flight
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
 
 def _node_string(broker: Broker, listener_name: str) -> tuple[str, int, str]:
@@ -207,7 +211,24 @@ class ControllerChannelManager:
                         "to broker %d, since it is offline.", self.log_ident, API_NAMES.get(api_key, api_key),
                         request.controller_id, request.controller_epoch, request.broker_epoch, broker_id)
             return
+        state.idle.clear()
         state.queue.put_nowait(QueueItem(api_key, request, version, callback, int(time.time() * 1000)))
+
+    async def answered(self, broker_ids: Iterable[int], timeout_s: float) -> bool:
+        """Until every request queued so far for these brokers is answered, at most `timeout_s`;
+        False when some were not. Why: the controller's own broker shares its event loop, so a
+        request queued before a burst of controller work (a failover's state machines: thousands
+        of ZooKeeper completions) is only connected and sent between those callbacks; the new
+        controller's first UpdateMetadata should reach the brokers first, as Kafka's send threads
+        deliver it while its controller thread goes on."""
+        waits = [s.idle.wait() for b in broker_ids if (s := self.broker_state_info.get(b)) is not None]
+        if not waits:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+            return True
+        except TimeoutError:
+            return False
 
     async def _send_loop(self, state: _BrokerState) -> None:
         """RequestSendThread.doWork, forever: take a request, send it until answered, call back."""
@@ -235,6 +256,8 @@ class ControllerChannelManager:
                 except Exception:
                     log.exception("%sController %d fails to send a request to broker %s", ident,
                                   self.controller_id, state.address)
+            if state.queue.empty():
+                state.idle.set()
 
 
 def _describe(item: QueueItem) -> str:

@@ -135,6 +135,8 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_STATE_CHANGE_HANDLER = "controller-state-change-handler"  # StateChangeHandlers.ControllerHandler
 UNKNOWN_BROKER_EPOCH = -1  # AbstractControlRequest.UNKNOWN_BROKER_EPOCH
+# a failover waits this long at most for the brokers to answer its first UpdateMetadata
+FIRST_UPDATE_METADATA_WAIT_S = 0.5
 # ElectionTrigger
 ADMIN_CLIENT_TRIGGERED = "AdminClientTriggered"
 AUTO_TRIGGERED = "AutoTriggered"
@@ -504,6 +506,12 @@ class KafkaController:
         # brokers must learn the live brokers before the LeaderAndIsr the state machines send
         log.info("%sSending update metadata request", self.log_ident)
         await self.send_update_metadata_request(ctx.live_or_shutting_down_broker_ids, ())
+        # the brokers learn the new controller before the state machines keep this loop busy
+        # (bounded: a paused broker still registered must not hold the failover up)
+        if not await self.controller_channel_manager.answered(ctx.live_or_shutting_down_broker_ids,
+                                                              FIRST_UPDATE_METADATA_WAIT_S):
+            log.info("%sNot every broker answered the first UpdateMetadata within %.1f s: going on", self.log_ident,
+                     FIRST_UPDATE_METADATA_WAIT_S)
         await self.replica_state_machine.startup()
         await self.partition_state_machine.startup()
         log.info("%sReady to serve as the new controller with epoch %d", self.log_ident, ctx.epoch)

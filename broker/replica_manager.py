@@ -1,4 +1,4 @@
-"""ReplicaManager and Partition: the broker's view of the partitions it hosts.
+"""ReplicaManager: the broker's view of the partitions it hosts (each a `broker.partition.Partition`).
 
 Why here and not in storage: a `Log` knows bytes and offsets; a `Partition` knows whether this
 broker leads it, its leader epoch, ISR and high watermark, and when a write is acknowledged
@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,6 +39,7 @@ from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_cache import MetadataCache
+from broker.partition import Partition
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_fetcher import (
     FetcherConfig,
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.replica")
 
 TopicPartition = tuple[str, int]
-_T = TypeVar("_T")
 
 
 # kafka.api.LeaderAndIsr: the epoch sentinels a StopReplica may carry
@@ -106,183 +106,6 @@ class ProduceResult:
     message: str | None = None
     # KIP-467: (batch index, message) of each record the log's validation refused
     record_errors: list[tuple[int, str | None]] | None = None
-
-
-class FollowerState:
-    """What a leader knows of one follower (Kafka's Replica): the log end offset its last fetch
-    asked from (-1 until it fetched under this leadership) and when it was last caught up."""
-
-    __slots__ = ("last_caught_up_ms", "last_fetch_leader_log_end_offset", "last_fetch_ms", "log_end_offset")
-
-    def __init__(self, last_caught_up_ms: int = 0) -> None:
-        self.log_end_offset = -1
-        self.last_caught_up_ms = last_caught_up_ms
-        self.last_fetch_leader_log_end_offset = -1
-        self.last_fetch_ms = 0
-
-
-class Partition:
-    """One hosted partition. On a single node the ISR is {this broker} and the high watermark
-    follows the log end offset after every append; a leader with followers moves it to the
-    lowest log end offset of the ISR as their fetches report them (Kafka's Partition)."""
-
-    def __init__(self, topic: TopicState, state: PartitionState, log_: Log, broker_id: int) -> None:
-        self.topic = topic.name
-        self.topic_id = topic.topic_id
-        self.index = state.partition
-        self.state = state
-        self.log = log_
-        self.broker_id = broker_id
-        # Appends that wait for a roll running in an executor, and those queued behind them:
-        # while any wait, every append to this partition takes the lock, in arrival order.
-        self._append_lock = asyncio.Lock()
-        self._appends_waiting = 0
-        self.followers: dict[int, FollowerState] = {}  # as leader: by broker id
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.index)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.state.leader == self.broker_id
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.state.leader_epoch
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int) -> Any:
-        if not self.is_leader:
-            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        min_isr = self.log.config.min_insync_replicas
-        if required_acks == -1 and len(self.state.isr) < min_isr:
-            raise KafkaProtocolError(
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {set(self.state.isr)} is insufficient to satisfy the "
-                f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
-            )
-        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms)
-        self.maybe_increment_high_watermark()
-        return info
-
-    async def append_records(self, buf: Any, required_acks: int, now_ms: int) -> Any:
-        """Append as leader; when the append would roll the segment (Log.roll_due), roll first
-        in an executor so the event loop never does the roll's file work. Appends to one
-        partition keep their arrival order: the first that must wait takes a FIFO lock, and
-        every later append queues behind it until no append waits any more. The common case
-        (no roll due, nobody waiting) appends without an await."""
-        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            return self.append_records_to_leader(buf, required_acks, now_ms)
-        self._appends_waiting += 1
-        try:
-            async with self._append_lock:
-                if self.is_leader and self.log.roll_due(buf, now_ms):
-                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
-                return self.append_records_to_leader(buf, required_acks, now_ms)
-        finally:
-            self._appends_waiting -= 1
-
-    async def append_as_follower(self, buf: Any, now_ms: int) -> None:
-        """Append the leader's batches as they are. As the leader's appends: inline when no roll
-        is due (a hop to an executor per fetch cost six times the append it carried: 44 % of a
-        follower's CPU, py-spy), in order behind any append waiting for a roll otherwise."""
-        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            self.log.append_as_follower(buf)
-            return
-        self._appends_waiting += 1
-        try:
-            async with self._append_lock:
-                if self.log.roll_due(buf, now_ms):
-                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
-                self.log.append_as_follower(buf)
-        finally:
-            self._appends_waiting -= 1
-
-    async def run_exclusive(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run blocking log work ``fn(*args)`` (it takes the log's lock and writes files) in an
-        executor, with appends to this partition queued behind it (in order) rather than the
-        event loop blocking on the log's lock meanwhile. DeleteRecords uses it."""
-        self._appends_waiting += 1
-        try:
-            async with self._append_lock:
-                return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-        finally:
-            self._appends_waiting -= 1
-
-    async def truncate_to(self, offset: int) -> bool:
-        """Truncate the log to ``offset`` (a follower diverging from its leader). Truncation cuts
-        and renames files and writes leader-epoch-checkpoint synchronously (storage.log), so it
-        runs in an executor, with appends to the partition queued behind it."""
-        return await self.run_exclusive(self.log.truncate_to, offset)
-
-    async def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Empty the log and start it at ``offset`` (a follower behind its leader's log start),
-        in an executor as :meth:`truncate_to`."""
-        await self.run_exclusive(self.log.truncate_fully_and_start_at, offset)
-
-    def maybe_increment_high_watermark(self) -> bool:
-        """The high watermark is the lowest log end offset of the ISR (ours included): it only
-        moves forward. Alone in the ISR (a single node), that is our log end offset."""
-        isr = self.state.isr
-        leo = self.log.log_end_offset
-        if isr == [self.broker_id]:
-            hw = leo
-        elif not self.is_leader:
-            return False
-        else:
-            hw = leo
-            for r in isr:
-                if r != self.broker_id:
-                    f = self.followers.get(r)
-                    hw = min(hw, f.log_end_offset if f is not None else -1)
-        if hw > self.log.high_watermark:
-            self.log.update_high_watermark(hw)
-            return True
-        return False
-
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from `fetch_offset`: it has everything before it (Kafka's
-        updateFollowerFetchState). True when that moved the high watermark."""
-        f = self.followers.get(replica_id)
-        if f is None:
-            f = self.followers[replica_id] = FollowerState()
-        leo = self.log.log_end_offset
-        # Kafka's Replica.updateFetchState: caught up when it asked for our log end, or for what
-        # was our log end at its previous fetch (appends keep arriving while it fetches)
-        if fetch_offset >= leo:
-            f.last_caught_up_ms = now_ms
-        elif fetch_offset >= f.last_fetch_leader_log_end_offset:
-            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
-        f.last_fetch_leader_log_end_offset = leo
-        f.last_fetch_ms = now_ms
-        f.log_end_offset = fetch_offset
-        return self.maybe_increment_high_watermark()
-
-    def reset_followers(self, now_ms: int) -> None:
-        """Becoming leader: the ISR members count as caught up now (Kafka's makeLeader), so they
-        are not dropped before their first fetch; their log end offsets are unknown (-1)."""
-        self.followers = {r: FollowerState(now_ms) for r in self.state.replicas if r != self.broker_id}
-
-    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
-        """ISR members not caught up within `max_lag_ms` (Kafka's getOutOfSyncReplicas)."""
-        return [r for r in self.state.isr if r != self.broker_id
-                and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms]
-
-    def can_join_isr(self, replica_id: int) -> bool:
-        """A replica outside the ISR that has caught up to the high watermark, and to the start
-        of our leader epoch, may join it (Kafka's isFollowerInSync)."""
-        if replica_id in self.state.isr or replica_id not in self.state.replicas:
-            return False
-        f = self.followers.get(replica_id)
-        if f is None or f.log_end_offset < self.log.high_watermark:
-            return False
-        cache = self.log.leader_epoch_cache
-        entry = cache.latest_entry if cache is not None else None
-        return entry is None or entry.epoch != self.leader_epoch or f.log_end_offset >= entry.start_offset
 
 
 # -- ZooKeeper mode: the controller's requests ----------------------------------------------------

@@ -47,7 +47,7 @@ FOLLOWER_SCRIPT = """
 import asyncio, sys, uuid
 from pathlib import Path
 from broker import loop_audit
-from broker.replica_manager import Partition
+from broker.partition import Partition
 from controller.image import PartitionState, TopicState
 from protocol.records import Record, build_batch
 from storage.config import LogConfig

@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test fault lint bench generate check-generated clean venv deps test-deps java-deps
+.PHONY: run test fault lint bench generate check-generated clean venv deps test-deps java-deps docker-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +20,16 @@ $(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
-test-deps: $(VENV)/.test-installed java-deps
+test-deps: $(VENV)/.test-installed java-deps docker-deps
 
 # Kafka 3.9 and Spark's kafka connector jars into build/java/ (cached; a no-op when current)
 java-deps: $(VENV)/.test-installed
 	PY=$(PY) bash scripts/install-java-deps
+
+# the `docker compose` v2 plugin for tests/compose (built from the Go module proxy; a no-op when
+# current). The Docker engine and the images are the tests' fixtures' work (tests/compose/conftest.py).
+docker-deps: $(VENV)/.test-installed
+	bash scripts/install-docker-compose
 
 run: $(VENV)/.installed
 	$(VENV)/bin/odradek serve --listeners PLAINTEXT://localhost:$(PORT) --log-dirs $(DATA)

@@ -73,6 +73,8 @@ from storage.log_manager import LogDirError, LogManager, LogsOnDisk
 log = structlog.get_logger("odradek.server")
 
 DRAIN_SECONDS = 10.0
+# Past zookeeper.session.timeout.ms: ZooKeeper expires a dead session within a tick or two of it.
+STALE_REGISTRATION_MARGIN_S = 5.0
 
 
 class StartupError(Exception):
@@ -238,7 +240,9 @@ class BrokerServer:
         info = self.zk_registration.make_broker_info(endpoints, cfg["broker.rack"])
         try:
             await self.zk_registration.check_endpoints_free(info)
-            await self.zk_registration.register()
+            # a registration of this id by an earlier session lasts at most its session timeout
+            stale_wait_s = cfg["zookeeper.session.timeout.ms"] / 1000 + STALE_REGISTRATION_MARGIN_S
+            await self.zk_registration.register_at_startup(stale_wait_s)
         except ValueError as e:
             raise StartupError(str(e)) from e
         except ZooKeeperClientError as e:

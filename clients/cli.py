@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -48,16 +49,21 @@ def main() -> None:
 @click.option("--advertised-listeners", help="advertised.listeners")
 @click.option("--log-dirs", help="Comma-separated log directories (log.dirs).")
 @click.option("--broker-id", type=int, help="broker.id")
+@click.option("--config-env", is_flag=True,
+              help="Also take every KAFKA_<KEY> environment variable as config <key> (the "
+                   "convention of Kafka's container images: KAFKA_ZOOKEEPER_CONNECT -> "
+                   "zookeeper.connect); they win over --config, --override wins over them.")
 @click.option("--log-level", default="INFO", show_default=True)
 def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str | None,
           advertised_listeners: str | None, log_dirs: str | None, broker_id: int | None,
-          log_level: str) -> None:
+          config_env: bool, log_level: str) -> None:
     """Run a broker (single node with embedded metadata unless zookeeper.connect is set).
 
     \b
     Examples:
       odradek serve --listeners PLAINTEXT://localhost:9092 --log-dirs ./data
       odradek serve --config config/server.properties --override num.partitions=6
+      KAFKA_BROKER_ID=1 KAFKA_ZOOKEEPER_CONNECT=zk:2181 odradek serve --config-env
     """
     from broker.config import ConfigError, load_config
     from broker.logging_setup import LEVELS, configure_logging
@@ -69,6 +75,12 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     import structlog
 
     log = structlog.get_logger("odradek.config")
+    if config_env:
+        from broker.env_config import configs_from_env
+
+        from_env = configs_from_env(os.environ)
+        log.info("configs from KAFKA_* environment variables", keys=sorted(from_env))
+        overrides = tuple(f"{key}={value}" for key, value in from_env.items()) + overrides
     try:
         config = load_config(
             config_path,

@@ -118,7 +118,7 @@ class BrokerProcess(LoggedProcess):
     def __init__(
         self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None,
         *, zookeeper_connect: str | None = None, broker_id: int | None = None,
-        host: str = "127.0.0.1", prefix: Iterable[str] = (),
+        host: str = "127.0.0.1", prefix: Iterable[str] = (), serve_args: Iterable[str] = (),
     ) -> None:
         """`zookeeper_connect` starts a ZooKeeper-mode broker of that cluster (with `broker_id`);
         without it, a single node. `host` is the listener's address and `prefix` goes before the
@@ -134,6 +134,7 @@ class BrokerProcess(LoggedProcess):
         if broker_id is not None:
             self.overrides.append(f"broker.id={broker_id}")
         self.env = dict(env or {})  # extra environment variables of the broker process
+        self.serve_args = list(serve_args)  # more `odradek serve` options (e.g. --config-env)
 
     @property
     def bootstrap(self) -> str:
@@ -143,7 +144,7 @@ class BrokerProcess(LoggedProcess):
         cmd = [
             *self.prefix, sys.executable, "-m", "clients.cli", "serve",
             "--listeners", f"PLAINTEXT://{self.host}:{self.port}",
-            "--log-dirs", str(self.log_dir),
+            "--log-dirs", str(self.log_dir), *self.serve_args,
         ]
         for o in self.overrides:
             cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]

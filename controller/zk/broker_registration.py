@@ -20,17 +20,24 @@ What it does, in Kafka's order and words:
     (Kafka's `require` in createBrokerInfo).
   * `register`: the checked ephemeral registration; its czxid is the broker epoch, which fences
     controller requests meant for an earlier incarnation of this broker.
+  * `register_at_startup` (beyond Kafka, which exits here): when /brokers/ids/<id> still belongs
+    to another session -- this broker killed and restarted within its session timeout, as a
+    container restart does -- wait (bounded, one log line saying why) for ZooKeeper to expire
+    that session and delete the node, then register. A live broker with the same id keeps its
+    node past the bound, and the start fails with Kafka's error as before.
   * after a session expired, the new session re-registers (a new czxid: a new broker epoch)
     before any other after-session handler runs (this one is registered first).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import time
 from collections.abc import Callable, Iterable
 
-from controller.zk.client import ZooKeeperClient, ZooKeeperClientError
+from controller.zk.client import NodeExistsError, ZooKeeperClient, ZooKeeperClientError
 from controller.zk.data import Broker, BrokerInfo, EndPoint, SupportedVersionRange
 from controller.zk.kafka_zk_client import KafkaZkClient, random_cluster_id
 
@@ -55,6 +62,23 @@ def advertised_endpoints(
             port = bound_port(name)
         out.append(EndPoint(host or socket.getfqdn(), port, name, protocols.get(name, name)))
     return tuple(out)
+
+
+class _DeletionHandler:
+    """A ZNodeChangeHandler that sets `event` on any change of its znode (the caller re-checks)."""
+
+    def __init__(self, path: str, event: asyncio.Event) -> None:
+        self.path = path
+        self.event = event
+
+    def handle_creation(self) -> None:
+        self.event.set()
+
+    def handle_deletion(self) -> None:
+        self.event.set()
+
+    def handle_data_change(self) -> None:
+        self.event.set()
 
 
 class ZkBrokerRegistration:
@@ -126,6 +150,41 @@ class ZkBrokerRegistration:
         assert self.broker_info is not None, "make_broker_info first"
         self.broker_epoch = await self.kafka_zk.register_broker(self.broker_info)
         return self.broker_epoch
+
+    async def register_at_startup(self, stale_wait_s: float) -> int:
+        """`register`, waiting up to `stale_wait_s` for a registration left by an earlier session
+        (a killed incarnation of this broker) to expire; NodeExistsError after that."""
+        deadline = time.monotonic() + stale_wait_s
+        logged = False
+        while True:
+            try:
+                return await self.register()
+            except NodeExistsError as e:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                if not logged:
+                    log.warning("Broker %d is still registered in ZooKeeper by an earlier session (this broker "
+                                "killed and restarted within zookeeper.session.timeout.ms, or another broker with "
+                                "the same id): waiting up to %.0f s for that session to expire (%s)",
+                                self.broker_id, remaining, e)
+                    logged = True
+                await self._wait_for_deletion(f"/brokers/ids/{self.broker_id}", remaining)
+
+    async def _wait_for_deletion(self, path: str, timeout_s: float) -> None:
+        """Until the znode at `path` is gone (a watch, not a poll) or `timeout_s` passes."""
+        gone = asyncio.Event()
+        handler = _DeletionHandler(path, gone)
+        self.zk.register_znode_change_handler(handler)
+        try:
+            if await self.zk.exists(path, watch=True) is None:
+                return
+            try:
+                await asyncio.wait_for(gone.wait(), timeout_s)
+            except TimeoutError:
+                pass
+        finally:
+            self.zk.unregister_znode_change_handler(path)
 
     # -- StateChangeHandler ------------------------------------------------------------------------
 

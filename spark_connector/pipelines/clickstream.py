@@ -82,14 +82,15 @@ def expected_counts(clicks: Iterable[Click]) -> dict[tuple[int, str], int]:
 
 def ensure_topics(bootstrap: str, clicks_topic: str, counts_topic: str, partitions: int = 3
                   ) -> None:
-    """Create the two topics if they do not exist yet."""
+    """Create the two topics if they do not exist yet, with the broker's
+    default.replication.factor (KIP-464's -1): 1 on a single node, 3 in docker-compose.yml."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="clickstream")
     try:
         existing = set(admin.list_topics())
-        new = [NewTopic(t, n, 1) for t, n in ((clicks_topic, partitions), (counts_topic, 1))
+        new = [NewTopic(t, n, -1) for t, n in ((clicks_topic, partitions), (counts_topic, 1))
                if t not in existing]
         if new:
             try:

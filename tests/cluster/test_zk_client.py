@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from controller.zk import data as zd
+from controller.zk.broker_registration import ZkBrokerRegistration
 from controller.zk.client import (
     BadVersionError,
     CheckOp,
@@ -500,3 +501,28 @@ def state_event(zk: ZooKeeperClient, state: ZkState) -> asyncio.Event:
     reached = asyncio.Event()
     zk.add_state_listener(lambda s: reached.set() if s is state else None)
     return reached
+
+
+async def test_startup_registration_waits_for_a_stale_session_to_go(kafka_zk):
+    """A broker restarted within its old session's timeout (kill -9, a container restart) finds
+    its id registered by that session: it waits for the node to go instead of exiting, and
+    still fails when the node stays (another live broker with the same id)."""
+    old, new = await kafka_zk(), await kafka_zk()
+    await old.create_top_level_paths()
+    old_epoch = await old.register_broker(broker_info(1))
+    registration = ZkBrokerRegistration(new, 1)
+    registration.make_broker_info(broker_info(1).broker.endpoints, None)
+    with pytest.raises(NodeExistsError, match="does not match current session"):
+        await registration.register_at_startup(stale_wait_s=0.3)  # the old session stays
+    waiting = asyncio.create_task(registration.register_at_startup(stale_wait_s=30))
+    async def watching() -> None:  # the waiter found the node taken and watches it
+        while "/brokers/ids/1" not in new.zk._znode_handlers:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(watching(), 10)
+    assert not waiting.done()
+    await old.zk.close()  # its session ends: ZooKeeper deletes the ephemeral node
+    epoch = await asyncio.wait_for(waiting, 10)
+    assert epoch > old_epoch and registration.broker_epoch == epoch
+    _, stat = await new.get_data_and_stat("/brokers/ids/1")
+    assert stat.ephemeral_owner == new.zk.session_id

@@ -5,6 +5,7 @@
 # server.properties and pass `--config /path` as the command: see docs/operations.md.
 ARG BASE=python:3.11-slim
 FROM ${BASE}
+LABEL org.odradek.image=broker
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -1,5 +1,6 @@
 """Fixtures shared by the suites (tests/cluster, tests/compat, ...): a real ZooKeeper server
-(Debian's package) per test, stopped by its fixture."""
+(Debian's package) per test, stopped by its fixture. tests/compose runs last: the Docker engine
+it starts changes the host's forwarding and netfilter settings while it runs."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
         yield zk
     finally:
         zk.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/compose after everything else (stable otherwise)."""
+    compose = Path(__file__).parent / "compose"
+    items.sort(key=lambda item: compose in Path(str(item.path)).parents)

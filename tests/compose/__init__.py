@@ -1,0 +1,1 @@
+"""docker-compose.yml run by a real Docker engine: see docker.py."""

@@ -35,7 +35,7 @@ ENV KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     KAFKA_LOG_DIRS=/var/lib/odradek/data
 EXPOSE 9092
 # Healthy once the broker answers Metadata listing itself with a known controller (broker/healthcheck.py).
-HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 \
+HEALTHCHECK --interval=3s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python3", "-m", "broker.healthcheck"]
 # SIGTERM (docker stop) is a controlled shutdown: the controller moves this broker's leaderships
 # away before it exits 0. Run with an init (`init: true`) so PID 1 reaps and forwards signals.

@@ -39,6 +39,8 @@ BENCHES = {
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),
     "replication": ("Replication (ZooKeeper cluster): RF 3 vs RF 1 produce, replication lag, failover, acks=all "
                     "latency, side by side with Kafka 3.9", "tests.bench.bench_replication"),
+    "compose": ("docker-compose: time to healthy, image sizes, acks=all throughput vs host processes",
+                "tests.bench.bench_compose"),
     "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),
     "peers": ("Side by side: Redis Streams, NATS JetStream and the machine's limits", "tests.bench.bench_peers"),
 }

@@ -7,11 +7,16 @@ prints its finished windows. The tests share one project and run in file order."
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import time
 import warnings
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
+from tests.broker_process import free_port
 from tests.compat.jvm import run_tool
 from tests.compose.conftest import BROKERS
 from tests.compose.docker import ComposeProject, run
@@ -160,6 +165,46 @@ def test_stop_is_a_controlled_shutdown_exiting_0(cluster: ComposeProject):
     cluster.wait_healthy(["broker-3"])
 
 
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+WITH_BROKER_4 = ("-f", "docker-compose.yml", "-f", "docker/broker-4.override.yml")
+
+
+def test_broker_4_joins_and_takes_replicas_by_reassignment(cluster: ComposeProject, tmp_path):
+    """Scaling out as docs/operations.md says: broker 4 from docker/broker-4.override.yml, then
+    Kafka's kafka-reassign-partitions moves one replica of each partition to it; the data moves
+    along and broker 4 joins every ISR."""
+    topic = "scale-out"
+    create_topic(cluster.bootstrap, topic)
+    with AckedProducerOnce(cluster.bootstrap, topic) as producer:
+        producer.wait_acked(30)
+    cluster.extra_env["ODRADEK_PORT_4"] = str(free_port())
+    try:
+        cluster.compose(*WITH_BROKER_4, "up", "-d", "--wait", "broker-4", timeout=300)
+        before = partition_state(cluster.bootstrap, topic)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        replicas = {p: list(pm.replicas) for p, pm in admin.list_topics(topic, timeout=20).topics[topic].partitions.items()}
+        plan = {"version": 1, "partitions": [
+            {"topic": topic, "partition": p, "replicas": [*r[:-1], 4]} for p, r in sorted(replicas.items())]}
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(plan))
+        run_tool(REASSIGN, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan_file),
+                 "--execute", timeout=90)
+        deadline = time.monotonic() + 120
+        while True:
+            out = run_tool(REASSIGN, "--bootstrap-server", cluster.bootstrap, "--reassignment-json-file",
+                           str(plan_file), "--verify", timeout=90).stdout
+            if out.count("is completed") == len(replicas):
+                break
+            assert time.monotonic() < deadline, out
+        wait_full_isr(cluster.bootstrap, topic)
+        after = partition_state(cluster.bootstrap, topic)
+        assert all(4 in isr for _, isr in after.values()), (before, after)
+        assert check_nothing_lost(cluster.bootstrap, producer) == 30
+    finally:
+        cluster.compose(*WITH_BROKER_4, "rm", "--stop", "--force", "--volumes", "broker-4", timeout=180, check=False)
+        run(["docker", "volume", "rm", "-f", f"{cluster.name}_broker-4-data"], check=False)
+
+
 def test_data_survives_down_and_up_but_not_down_v(cluster: ComposeProject):
     topic = "durable"
     create_topic(cluster.bootstrap, topic)
@@ -173,8 +218,6 @@ def test_data_survives_down_and_up_but_not_down_v(cluster: ComposeProject):
     volumes = run(["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster.name}"])
     assert volumes.stdout.strip() == ""
     cluster.compose("up", "-d", "--wait", timeout=300)
-    from confluent_kafka.admin import AdminClient
-
     topics = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=30).topics
     assert topic not in topics  # a new cluster: the volumes went with down -v
 
@@ -191,3 +234,20 @@ def test_spark_profile_pipeline_prints_finished_windows(cluster: ComposeProject)
     counted = [line for line in out.splitlines() if line.endswith("clicks counted in finished windows")]
     assert counted and int(counted[-1].split()[0]) > 0, out[-3000:]
     assert len(partition_state(cluster.bootstrap, "clicks")) == 3
+
+
+def test_compose_v1_brings_up_the_same_cluster(images):
+    """Debian's docker-compose 1.29 (v1) reads the same file: up, three healthy brokers that
+    replicate and serve host clients, down -v."""
+    v1 = shutil.which("docker-compose")
+    assert v1, "Debian's docker-compose (v1) is missing: run `make test-deps` (scripts/install-system-deps)"
+    project = ComposeProject(f"odradek-v1-{os.getpid()}")
+    try:
+        run([v1, "-p", project.name, "up", "-d"], env=project.env, timeout=300)
+        project.wait_healthy(["zookeeper", *BROKERS])
+        create_topic(project.bootstrap, "v1")  # RF 3: the brokers found one another
+        with AckedProducerOnce(project.bootstrap, "v1") as producer:
+            producer.wait_acked(30)
+        assert check_nothing_lost(project.bootstrap, producer) == 30
+    finally:
+        run([v1, "-p", project.name, "down", "-v", "--timeout", "60"], env=project.env, timeout=300, check=False)

@@ -35,7 +35,7 @@ run: $(VENV)/.installed
 	$(VENV)/bin/odradek serve --listeners PLAINTEXT://localhost:$(PORT) --log-dirs $(DATA)
 
 test: test-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # the full fault-injection trial counts (make test runs a fast subset of tests/fault)
 fault: test-deps

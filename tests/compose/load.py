@@ -18,10 +18,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 3, replication: i
     wait_full_isr(bootstrap, topic, replication)
 
 
-def partition_state(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
-    """partition -> (leader, ISR) as the brokers answer Metadata."""
+def partition_state(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, ISR) as the brokers answer Metadata. A broker may not know a topic
+    created a moment ago through another (the controller's UpdateMetadata is on its way): asked
+    again until it does (bounded)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    meta = admin.list_topics(topic, timeout=20).topics[topic]
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic, timeout=20).topics[topic]
+        if (meta.error is None and meta.partitions) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert meta.error is None, f"{topic}: {meta.error}"
     return {p: (pm.leader, sorted(pm.isrs)) for p, pm in meta.partitions.items()}
 
 

@@ -14,7 +14,7 @@ from tests.broker_process import REPO, BrokerProcess, free_port
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # kafka-python's importlib.resources use
-    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 
 def healthcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -23,13 +23,22 @@ def healthcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 def test_kafka_variables_configure_the_broker_and_the_probe_sees_it(tmp_path: Path):
-    env = {"KAFKA_BROKER_ID": "7", "KAFKA_NUM_PARTITIONS": "4", "KAFKA_HEAP_OPTS": "-Xmx1G"}
-    broker = BrokerProcess(tmp_path / "data", env=env, serve_args=["--config-env"]).start()
+    """--config file < KAFKA_* variables < --override, as docs/configuration.md says."""
+    env = {"KAFKA_BROKER_ID": "7", "KAFKA_NUM_PARTITIONS": "4", "KAFKA_HEAP_OPTS": "-Xmx1G",
+           "KAFKA_LOG_RETENTION_MS": "111111"}
+    properties = tmp_path / "server.properties"
+    properties.write_text("num.partitions=2\nlog.retention.ms=222222\nlog.segment.bytes=5000000\n")
+    broker = BrokerProcess(tmp_path / "data", env=env, serve_args=["--config-env"],
+                           overrides=[f"@{properties}", "log.retention.ms=333333"]).start()
     try:
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_topics([NewTopic("from-env", -1, -1)])
-            assert len(admin.describe_topics(["from-env"])[0]["partitions"]) == 4
+            assert len(admin.describe_topics(["from-env"])[0]["partitions"]) == 4  # env over file
+            res = ConfigResource(ConfigResourceType.BROKER, "7")
+            configs = admin.describe_configs([res], config_filter="all")["broker"]["7"]
+            assert configs["log.retention.ms"]["value"] == "333333"  # --override over env
+            assert configs["log.segment.bytes"]["value"] == "5000000"  # the file where nothing else sets it
         finally:
             admin.close()
         ok = healthcheck(broker.bootstrap, env=env)  # KAFKA_BROKER_ID: it must list broker 7

@@ -97,6 +97,10 @@ class KafkaConnection(asyncio.Protocol):
         self.sock_fd = -1
         self.buffer = bytearray()
         self.pending: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # Produce requests of this connection append in arrival order (Kafka mutes a connection
+        # until its response is sent): one waiting for a segment roll must not be overtaken by
+        # the next, whose batches to a partition they share would land first
+        self.append_order = asyncio.Lock()
         # chunks of finished responses not yet handed to the transport, in request order:
         # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes
         self.outgoing: collections.deque[Any] = collections.deque()

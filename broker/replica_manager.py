@@ -25,6 +25,7 @@ All state here is owned by the event loop: mutated only by plain functions on th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -816,14 +817,34 @@ class ReplicaManager(_ZkReplicaState):
         required_acks: int,
         internal: bool = False,
         timeout_ms: int = 30000,
+        order: asyncio.Lock | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches as leader (errors are per partition). When a log's
         flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the
-        write is acknowledged, as Kafka flushes in the append path."""
+        write is acknowledged, as Kafka flushes in the append path. `order` (the connection's)
+        is held while appending, not while waiting for acks: the appends of one client's
+        requests happen in its order even when one of them waits for a segment roll."""
         now_ms = int(time.time() * 1000)
         results: dict[TopicPartition, ProduceResult] = {}
         due: list[tuple[Any, int]] = []
         required: dict[TopicPartition, int] = {}
+        async with order if order is not None else contextlib.nullcontext():
+            await self._append_entries(entries, internal, required_acks, now_ms, results, due, required)
+        if due:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
+        if required_acks == -1 and required:
+            op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark, self._enough_isr)
+            self.produce_purgatory.try_complete_else_watch(op, list(required))
+            return await op.future
+        return results
+
+    async def _append_entries(
+        self, entries: list[tuple[TopicPartition, Any]], internal: bool, required_acks: int, now_ms: int,
+        results: dict[TopicPartition, ProduceResult], due: list[tuple[Any, int]],
+        required: dict[TopicPartition, int],
+    ) -> None:
+        """append_records' appends, partition by partition, filling results / due / required."""
         for tp, records in entries:
             p = None
             try:
@@ -859,14 +880,6 @@ class ReplicaManager(_ZkReplicaState):
                     self._storage_failed.add(tp)
                     log.warning("storage error on append: answering KAFKA_STORAGE_ERROR until an append "
                                 "succeeds (not logged again)", topic=tp[0], partition=tp[1], error=e.message)
-        if due:
-            loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
-        if required_acks == -1 and required:
-            op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark, self._enough_isr)
-            self.produce_purgatory.try_complete_else_watch(op, list(required))
-            return await op.future
-        return results
 
     def _enough_isr(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)

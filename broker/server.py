@@ -480,6 +480,8 @@ class BrokerServer:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 await loop.run_in_executor(None, fn)
+            except OSError as e:  # a full or failing disk: expected, one line (the next run retries)
+                log.error("periodic task failed", task=what, error=str(e))
             except Exception:
                 log.exception("periodic task failed", task=what)
 

@@ -156,7 +156,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                     invalid[tp] = ProduceResult(error=e.code)  # Kafka: no message, no offsets
                     continue
             entries.append((tp, p.records))
-    results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms)
+    results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms,
+                                      order=ctx.connection.append_order)
     results.update(invalid)
     if req.acks == 0:
         return None

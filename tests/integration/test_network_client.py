@@ -224,7 +224,8 @@ async def test_reconnect_backs_off_exponentially_until_the_broker_is_back(tmp_pa
             gap = attempts[k + 1].started - a.ended
             # the next attempt waited the whole backoff, and not much longer (a loaded machine)
             assert a.backoff_ms / 1000 - 0.002 <= gap <= a.backoff_ms / 1000 + 0.5, (k, gap, a)
-        assert attempts[-2].backoff_ms is not None and attempts[-2].backoff_ms > 0.8 * max_ms
+        # the jitter's lower bound is inclusive (256 ms was drawn once in CI)
+        assert attempts[-2].backoff_ms is not None and attempts[-2].backoff_ms >= int(0.8 * max_ms)
         print("backoffs (ms):", [int(a.backoff_ms or 0) for a in attempts[:-1]])
     finally:
         if restart is not None:

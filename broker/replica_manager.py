@@ -829,7 +829,41 @@ class ReplicaManager(_ZkReplicaState):
         due: list[tuple[Any, int]] = []
         required: dict[TopicPartition, int] = {}
         async with order if order is not None else contextlib.nullcontext():
-            await self._append_entries(entries, internal, required_acks, now_ms, results, due, required)
+            for tp, records in entries:
+                p = None
+                try:
+                    if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
+                        raise KafkaProtocolError(
+                            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}"
+                        )
+                    if records is None:
+                        raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
+                    p = self.get_leader_partition(*tp)
+                    info = await p.append_records(records, required_acks, now_ms)
+                    results[tp] = ProduceResult(
+                        base_offset=info.first_offset,
+                        log_append_time=info.log_append_time,
+                        log_start_offset=p.log.log_start_offset,
+                    )
+                    required[tp] = info.last_offset + 1
+                    if self._storage_failed and tp in self._storage_failed:
+                        self._storage_failed.discard(tp)
+                        log.info("appends succeed again after storage errors", topic=tp[0], partition=tp[1])
+                    self.fetch_purgatory.check_and_complete(tp)
+                    flush_at = p.log.flush_due(now_ms)
+                    if flush_at is not None:
+                        due.append((p.log, flush_at))
+                except KafkaProtocolError as e:
+                    # Kafka's appendToLocalLog: a failed append to a hosted partition reports its log
+                    # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
+                    lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
+                    results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message,
+                                                record_errors=getattr(e, "record_errors", None))
+                    if e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed:
+                        # once per partition, not per request: a full disk fails every produce
+                        self._storage_failed.add(tp)
+                        log.warning("storage error on append: answering KAFKA_STORAGE_ERROR until an append "
+                                    "succeeds (not logged again)", topic=tp[0], partition=tp[1], error=e.message)
         if due:
             loop = asyncio.get_running_loop()
             await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
@@ -838,48 +872,6 @@ class ReplicaManager(_ZkReplicaState):
             self.produce_purgatory.try_complete_else_watch(op, list(required))
             return await op.future
         return results
-
-    async def _append_entries(
-        self, entries: list[tuple[TopicPartition, Any]], internal: bool, required_acks: int, now_ms: int,
-        results: dict[TopicPartition, ProduceResult], due: list[tuple[Any, int]],
-        required: dict[TopicPartition, int],
-    ) -> None:
-        """append_records' appends, partition by partition, filling results / due / required."""
-        for tp, records in entries:
-            p = None
-            try:
-                if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
-                    raise KafkaProtocolError(
-                        ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}"
-                    )
-                if records is None:
-                    raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
-                p = self.get_leader_partition(*tp)
-                info = await p.append_records(records, required_acks, now_ms)
-                results[tp] = ProduceResult(
-                    base_offset=info.first_offset,
-                    log_append_time=info.log_append_time,
-                    log_start_offset=p.log.log_start_offset,
-                )
-                required[tp] = info.last_offset + 1
-                if self._storage_failed and tp in self._storage_failed:
-                    self._storage_failed.discard(tp)
-                    log.info("appends succeed again after storage errors", topic=tp[0], partition=tp[1])
-                self.fetch_purgatory.check_and_complete(tp)
-                flush_at = p.log.flush_due(now_ms)
-                if flush_at is not None:
-                    due.append((p.log, flush_at))
-            except KafkaProtocolError as e:
-                # Kafka's appendToLocalLog: a failed append to a hosted partition reports its log
-                # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
-                lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
-                results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message,
-                                            record_errors=getattr(e, "record_errors", None))
-                if e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed:
-                    # once per partition, not per request: a full disk fails every produce
-                    self._storage_failed.add(tp)
-                    log.warning("storage error on append: answering KAFKA_STORAGE_ERROR until an append "
-                                "succeeds (not logged again)", topic=tp[0], partition=tp[1], error=e.message)
 
     def _enough_isr(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)

@@ -37,7 +37,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 
-from controller.zk.client import NodeExistsError, ZooKeeperClient, ZooKeeperClientError
+from controller.zk.client import NodeExistsError, NodeHandler, ZooKeeperClient, ZooKeeperClientError
 from controller.zk.data import Broker, BrokerInfo, EndPoint, SupportedVersionRange
 from controller.zk.kafka_zk_client import KafkaZkClient, random_cluster_id
 
@@ -62,23 +62,6 @@ def advertised_endpoints(
             port = bound_port(name)
         out.append(EndPoint(host or socket.getfqdn(), port, name, protocols.get(name, name)))
     return tuple(out)
-
-
-class _DeletionHandler:
-    """A ZNodeChangeHandler that sets `event` on any change of its znode (the caller re-checks)."""
-
-    def __init__(self, path: str, event: asyncio.Event) -> None:
-        self.path = path
-        self.event = event
-
-    def handle_creation(self) -> None:
-        self.event.set()
-
-    def handle_deletion(self) -> None:
-        self.event.set()
-
-    def handle_data_change(self) -> None:
-        self.event.set()
 
 
 class ZkBrokerRegistration:
@@ -169,13 +152,15 @@ class ZkBrokerRegistration:
                                 "the same id): waiting up to %.0f s for that session to expire (%s)",
                                 self.broker_id, remaining, e)
                     logged = True
-                await self._wait_for_deletion(f"/brokers/ids/{self.broker_id}", remaining)
+                assert self.broker_info is not None  # register() needs it
+                await self._wait_for_deletion(self.broker_info.path, remaining)
 
     async def _wait_for_deletion(self, path: str, timeout_s: float) -> None:
         """Until the znode at `path` is gone (a watch, not a poll) or `timeout_s` passes."""
         gone = asyncio.Event()
-        handler = _DeletionHandler(path, gone)
-        self.zk.register_znode_change_handler(handler)
+        # any change wakes the caller, which re-checks by registering again
+        self.zk.register_znode_change_handler(
+            NodeHandler(path, on_create=gone.set, on_delete=gone.set, on_change=gone.set))
         try:
             if await self.zk.exists(path, watch=True) is None:
                 return

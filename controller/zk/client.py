@@ -247,6 +247,27 @@ class ZNodeChangeHandler(Protocol):
     def handle_data_change(self) -> None: ...
 
 
+class NodeHandler:
+    """A ZNodeChangeHandler made of callbacks (each optional), for a watch of one znode."""
+
+    def __init__(self, path: str, *, on_create: Callable[[], None] | None = None,
+                 on_delete: Callable[[], None] | None = None, on_change: Callable[[], None] | None = None) -> None:
+        self.path = path
+        self._on_create, self._on_delete, self._on_change = on_create, on_delete, on_change
+
+    def handle_creation(self) -> None:
+        if self._on_create:
+            self._on_create()
+
+    def handle_deletion(self) -> None:
+        if self._on_delete:
+            self._on_delete()
+
+    def handle_data_change(self) -> None:
+        if self._on_change:
+            self._on_change()
+
+
 class ZNodeChildChangeHandler(Protocol):
     """Kafka's ZNodeChildChangeHandler: told when the children of `path` change (after a
     get_children with watch=True)."""

@@ -68,7 +68,7 @@ from controller.election import (
 from controller.state_machines import PartitionState, ReplicaState, StateChangeLogger
 from controller.topic_partition import PartitionAndReplica, TopicPartition
 from controller.zk import data as zd
-from controller.zk.client import NoNodeError
+from controller.zk.client import NodeHandler, NoNodeError
 from controller.zk.context import ControllerContext
 from controller.zk.data import (
     BrokerIdsZNode,
@@ -179,25 +179,6 @@ class _ChildHandler:
         self._put()
 
 
-class _NodeHandler:
-    def __init__(self, path: str, *, on_create: Callable[[], None] | None = None,
-                 on_delete: Callable[[], None] | None = None, on_change: Callable[[], None] | None = None) -> None:
-        self.path = path
-        self._on_create, self._on_delete, self._on_change = on_create, on_delete, on_change
-
-    def handle_creation(self) -> None:
-        if self._on_create:
-            self._on_create()
-
-    def handle_deletion(self) -> None:
-        if self._on_delete:
-            self._on_delete()
-
-    def handle_data_change(self) -> None:
-        if self._on_change:
-            self._on_change()
-
-
 class _SessionHandler:
     """Kafka's controller StateChangeHandler: Expire before a new session (queued alone: what was
     queued assumed the old session), RegisterBrokerAndReelect after it."""
@@ -251,16 +232,16 @@ class KafkaController:
             self.controller_context, self.replica_state_machine, self.partition_state_machine, self,
             delete_topic_enable=config.delete_topic_enable)
         put = self.event_manager.put
-        self.controller_change_handler = _NodeHandler(
+        self.controller_change_handler = NodeHandler(
             ControllerZNode.path, on_create=lambda: put(ControllerChange()), on_delete=lambda: put(Reelect()),
             on_change=lambda: put(ControllerChange()))
         self.broker_change_handler = _ChildHandler(BrokerIdsZNode.path, lambda: put(BrokerChange()))
         self.topic_change_handler = _ChildHandler(TopicsZNode.path, lambda: put(TopicChange()))
         self.topic_deletion_handler = _ChildHandler(DeleteTopicsZNode.path, lambda: put(TopicDeletion()))
-        self.partition_reassignment_handler = _NodeHandler(
+        self.partition_reassignment_handler = NodeHandler(
             ReassignPartitionsZNode.path, on_create=lambda: put(ZkPartitionReassignment()))
-        self.broker_modifications_handlers: dict[int, _NodeHandler] = {}
-        self.partition_modifications_handlers: dict[str, _NodeHandler] = {}
+        self.broker_modifications_handlers: dict[int, NodeHandler] = {}
+        self.partition_modifications_handlers: dict[str, NodeHandler] = {}
         self._session_handler = _SessionHandler(self)
         self.active_controller_id = -1
         self._activity = asyncio.Event()  # set at every change of active_controller_id
@@ -627,7 +608,7 @@ class KafkaController:
         ids = sorted(broker_ids)
         log.debug("%sRegister BrokerModifications handler for %s", self.log_ident, ids)
         for broker_id in ids:
-            handler = _NodeHandler(BrokerIdZNode.path(broker_id),
+            handler = NodeHandler(BrokerIdZNode.path(broker_id),
                                    on_change=lambda b=broker_id: self.event_manager.put(BrokerModifications(b)))
             await self.zk_client.register_znode_change_handler_and_check_existence(handler)
             self.broker_modifications_handlers[broker_id] = handler
@@ -640,7 +621,7 @@ class KafkaController:
 
     def _register_partition_modifications_handlers(self, topics: Iterable[str]) -> None:
         for topic in topics:
-            handler = _NodeHandler(TopicZNode.path(topic),
+            handler = NodeHandler(TopicZNode.path(topic),
                                    on_change=lambda t=topic: self.event_manager.put(PartitionModifications(t)))
             self.partition_modifications_handlers[topic] = handler
             self.zk.register_znode_change_handler(handler)

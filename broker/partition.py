@@ -6,19 +6,34 @@ changes through the controller); a Partition keeps the state those decisions rea
 
 Appends and log work that must not run on the event loop (a segment roll, a truncation, DeleteRecords)
 keep their arrival order per partition: see Partition.append_records and run_exclusive.
+
+ISR changes (Kafka's PartitionState: CommittedPartitionState, PendingExpandIsr, PendingShrinkIsr):
+a leader proposes an ISR change to the controller and, until the controller answers, its
+partition is *pending* that change. Meanwhile the high watermark and acks=all count the maximal
+ISR (the committed ISR plus a replica being added; the committed ISR while one is being removed),
+because the controller may already have committed the change: a replica it lists in the ISR must
+hold every record acknowledged with acks=all, or electing it loses them. No other ISR change is
+proposed while one is pending; the pending state ends with the controller's answer, with a
+refusal that says nothing was applied (the committed state again), or with a LeaderAndIsr.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import structlog
+
 from controller.image import PartitionState, TopicState
-from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 
 if TYPE_CHECKING:
+    from broker.alter_partition_manager import IsrChange
     from storage.log import Log
+
+log = structlog.get_logger("odradek.partition")
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
@@ -35,6 +50,39 @@ class FollowerState:
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_log_end_offset = -1
         self.last_fetch_ms = 0
+
+
+@dataclass(frozen=True, eq=False)
+class PendingIsrChange:
+    """An ISR change sent to the controller and not answered yet (Kafka's PendingExpandIsr /
+    PendingShrinkIsr). Compared by identity: an answer applies only to the proposal it answers."""
+
+    expand: bool  # a replica joins (else: replicas leave)
+    isr: tuple[int, ...]  # the proposed ISR
+    committed_isr: tuple[int, ...]  # the ISR when it was proposed (the last committed one)
+    leader_epoch: int
+    partition_epoch: int
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """What the high watermark and acks=all must count until the answer: a joining replica
+        already (the controller may have committed it), a leaving one still (it may not have)."""
+        return tuple(sorted({*self.committed_isr, *self.isr})) if self.expand else self.committed_isr
+
+
+# Kafka's handleAlterPartitionError: the controller said nothing was applied (back to the
+# committed state), or the partition's state is stale and the next LeaderAndIsr will replace it
+# (stay pending until then). Any other error is retried.
+_ALTER_REFUSED = frozenset({ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA})
+_ALTER_AWAIT_METADATA = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION,
+    ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED,
+})
+
+
+def alter_partition_retriable(code: int) -> bool:
+    """Whether an AlterPartition error for one partition is retried (Kafka's default case)."""
+    return code not in _ALTER_REFUSED and code not in _ALTER_AWAIT_METADATA
 
 
 class Partition:
@@ -54,6 +102,24 @@ class Partition:
         self._append_lock = asyncio.Lock()
         self._appends_waiting = 0
         self.followers: dict[int, FollowerState] = {}  # as leader: by broker id
+        self.pending_isr: PendingIsrChange | None = None  # as leader: an ISR change in flight
+
+    def set_state(self, state: PartitionState) -> None:
+        """The controller's state (LeaderAndIsr, a metadata image): it replaces any pending ISR
+        change, whose answer is then ignored (Kafka's makeLeader / makeFollower)."""
+        self.state = state
+        self.pending_isr = None
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR: what min.insync.replicas is checked against before an append."""
+        return self.state.isr
+
+    @property
+    def maximal_isr(self) -> list[int] | tuple[int, ...]:
+        """The committed ISR, widened by a pending expansion (see the module docstring)."""
+        pending = self.pending_isr
+        return self.state.isr if pending is None else pending.maximal_isr
 
     @property
     def tp(self) -> TopicPartition:
@@ -75,7 +141,7 @@ class Partition:
         if not self.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         min_isr = self.log.config.min_insync_replicas
-        if required_acks == -1 and len(self.state.isr) < min_isr:
+        if required_acks == -1 and len(self.isr) < min_isr:
             raise KafkaProtocolError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"The size of the current ISR {set(self.state.isr)} is insufficient to satisfy the "
@@ -141,11 +207,11 @@ class Partition:
         await self.run_exclusive(self.log.truncate_fully_and_start_at, offset)
 
     def maybe_increment_high_watermark(self) -> bool:
-        """The high watermark is the lowest log end offset of the ISR (ours included): it only
-        moves forward. Alone in the ISR (a single node), that is our log end offset."""
-        isr = self.state.isr
+        """The high watermark is the lowest log end offset of the maximal ISR (ours included):
+        it only moves forward. Alone in the ISR (a single node), that is our log end offset."""
+        isr = self.maximal_isr
         leo = self.log.log_end_offset
-        if isr == [self.broker_id]:
+        if len(isr) == 1 and isr[0] == self.broker_id:
             hw = leo
         elif not self.is_leader:
             return False
@@ -188,10 +254,66 @@ class Partition:
         return [r for r in self.state.isr if r != self.broker_id
                 and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms]
 
+    # -- ISR changes: proposed here, sent by the ReplicaManager, answered here ---------------------
+
+    def _propose(self, expand: bool, isr: list[int]) -> PendingIsrChange:
+        st = self.state
+        pending = self.pending_isr = PendingIsrChange(expand, tuple(sorted(isr)), tuple(st.isr), st.leader_epoch,
+                                                      st.partition_epoch)
+        return pending
+
+    def prepare_isr_expand(self, replica_id: int) -> PendingIsrChange | None:
+        """A follower that caught up joins the ISR: the pending expansion to send, or None (not
+        leader, not eligible, or another change in flight: Kafka's maybeExpandIsr)."""
+        if self.pending_isr is not None or not self.is_leader or not self.can_join_isr(replica_id):
+            return None
+        return self._propose(True, [*self.state.isr, replica_id])
+
+    def prepare_isr_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[PendingIsrChange, list[int]] | None:
+        """ISR members that have not caught up for ``max_lag_ms`` leave it: the pending shrink to
+        send and who leaves, or None (Kafka's maybeShrinkIsr)."""
+        if self.pending_isr is not None or not self.is_leader or len(self.state.isr) < 2:
+            return None
+        out = self.out_of_sync_replicas(now_ms, max_lag_ms)
+        if not out:
+            return None
+        return self._propose(False, [r for r in self.state.isr if r not in out]), out
+
+    def complete_isr_change(self, pending: PendingIsrChange, result: IsrChange | int) -> bool:
+        """The controller's answer to ``pending`` (Kafka's handleAlterPartitionUpdate / Error):
+        the new committed state, or the error's rule (module docstring). An answer to a proposal
+        that is no longer the pending one (a LeaderAndIsr replaced it) is ignored. True when the
+        high watermark moved (the ISR may have shrunk to replicas that have everything)."""
+        where = f"[Partition {self.topic}-{self.index} broker={self.broker_id}]"
+        if self.pending_isr is not pending:
+            log.debug(f"{where} Ignoring the answer to ISR change {list(pending.isr)}: the state changed meanwhile")
+            return False
+        if isinstance(result, int):
+            if result in _ALTER_REFUSED:
+                self.pending_isr = None
+                log.info(f"{where} Failed to alter the ISR to {list(pending.isr)}: the controller refused it with "
+                         f"{error_name(result)}; back to the committed ISR {self.state.isr}")
+            else:  # stale state: the pending state stays until the controller's next LeaderAndIsr
+                log.info(f"{where} Failed to alter the ISR to {list(pending.isr)} with {error_name(result)}: "
+                         "awaiting the controller's metadata")
+            return False
+        st = self.state
+        if result.leader_epoch != st.leader_epoch or result.partition_epoch < st.partition_epoch:
+            log.info(f"{where} Ignoring new ISR {result.isr} at leader epoch {result.leader_epoch} and partition "
+                     f"epoch {result.partition_epoch}: ours are {st.leader_epoch} and {st.partition_epoch}")
+            return False
+        self.state = PartitionState(st.partition, list(st.replicas), st.leader, st.leader_epoch, list(result.isr),
+                                    result.partition_epoch)
+        self.pending_isr = None
+        under = " (under-min-isr)" if len(result.isr) < self.log.config.min_insync_replicas else ""
+        log.info(f"{where} ISR updated to {','.join(map(str, result.isr))}{under} and version updated to "
+                 f"{result.partition_epoch}")
+        return self.maybe_increment_high_watermark()
+
     def can_join_isr(self, replica_id: int) -> bool:
         """A replica outside the ISR that has caught up to the high watermark, and to the start
         of our leader epoch, may join it (Kafka's isFollowerInSync)."""
-        if replica_id in self.state.isr or replica_id not in self.state.replicas:
+        if replica_id in self.maximal_isr or replica_id not in self.state.replicas:
             return False
         f = self.followers.get(replica_id)
         if f is None or f.log_end_offset < self.log.high_watermark:

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.alter_partition_manager import AlterPartitionManager, IsrChange
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_cache import MetadataCache
-from broker.partition import Partition
+from broker.partition import Partition, PendingIsrChange, alter_partition_retriable
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_fetcher import (
     FetcherConfig,
@@ -50,7 +50,7 @@ from broker.replica_fetcher import (
 )
 from broker.replication_quota import ReplicationQuotaManager
 from controller.image import PartitionState, TopicState
-from protocol.errors import ErrorCode, KafkaProtocolError, error_name
+from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
 from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
@@ -351,7 +351,7 @@ class _ZkReplicaState:
             p = self.partitions[tp] = Partition(TopicState(tp[0], topic_id, {}), state, log_, self.broker_id)
             return p, None, -1
         previous = (p.state.leader if p.state.leader >= 0 else None, p.leader_epoch)
-        p.state = state
+        p.set_state(state)
         return p, previous[0], previous[1]
 
     async def _make_leaders(self, states: list[Any], topic_ids: dict[str, uuid.UUID],
@@ -598,42 +598,42 @@ class ReplicaManager(_ZkReplicaState):
 
     def maybe_expand_isr(self, p: Partition, replica_id: int) -> None:
         """A follower outside the ISR that caught up joins it (Kafka's maybeExpandIsr)."""
-        if p.tp not in self.alter_partition_manager.in_flight and p.can_join_isr(replica_id):
-            self._alter_isr(p, sorted({*p.state.isr, replica_id}), f"follower {replica_id} caught up")
+        pending = p.prepare_isr_expand(replica_id)
+        if pending is not None:
+            self._submit_isr_change(p, pending)
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """ISR members that have not caught up for replica.lag.time.max.ms leave it (Kafka's
         maybeShrinkIsr, run every half of that)."""
         for p in list(self.partitions.values()):
-            if not p.is_leader or len(p.state.isr) < 2 or p.tp in self.alter_partition_manager.in_flight:
+            proposal = p.prepare_isr_shrink(now_ms, self.replica_lag_time_max_ms)
+            if proposal is None:
                 continue
-            out = p.out_of_sync_replicas(now_ms, self.replica_lag_time_max_ms)
-            if out:
-                lags = {r: p.log.log_end_offset - p.followers[r].log_end_offset if r in p.followers else None
-                        for r in out}
-                self._alter_isr(p, [r for r in p.state.isr if r not in out],
-                                f"out of sync replicas {out} (log end offset lag {lags}, "
-                                f"replica.lag.time.max.ms={self.replica_lag_time_max_ms})")
+            pending, out = proposal
+            lags = {r: p.log.log_end_offset - p.followers[r].log_end_offset if r in p.followers else None for r in out}
+            log.info(f"[Partition {p.topic}-{p.index} broker={self.broker_id}] Shrinking ISR from "
+                     f"{','.join(map(str, pending.committed_isr))} to {','.join(map(str, pending.isr))}",
+                     out_of_sync=out, log_end_offset_lag=lags, high_watermark=p.high_watermark,
+                     replica_lag_time_max_ms=self.replica_lag_time_max_ms)
+            self._submit_isr_change(p, pending)
 
-    def _alter_isr(self, p: Partition, new_isr: list[int], why: str) -> None:
-        state = p.state
-        self.alter_partition_manager.in_flight.add(p.tp)  # until submit answers
+    def _submit_isr_change(self, p: Partition, pending: PendingIsrChange) -> None:
+        """Send ``p``'s pending ISR change to the controller (retried until answered or
+        superseded) and apply the answer to the partition."""
+
+        def superseded() -> bool:
+            return p.pending_isr is not pending or self.partitions.get(p.tp) is not p
 
         async def alter() -> None:
-            result = await self.alter_partition_manager.submit(p.tp, state.leader_epoch, new_isr,
-                                                               state.partition_epoch)
-            if not isinstance(result, IsrChange):
-                log.info("ISR change refused or not answered", topic=p.topic, partition=p.index,
-                         proposed=new_isr, error=error_name(result))
+            try:
+                result = await self.alter_partition_manager.submit(
+                    p.tp, pending.leader_epoch, pending.isr, pending.partition_epoch, superseded,
+                    alter_partition_retriable)
+            except Exception:  # a bug: the controller may have applied it, so it stays pending (safe)
+                log.exception("sending an ISR change failed: the partition keeps it pending until the "
+                              "controller's next LeaderAndIsr", topic=p.topic, partition=p.index, proposed=pending.isr)
                 return
-            if self.partitions.get(p.tp) is not p or not p.is_leader or p.leader_epoch != result.leader_epoch:
-                return  # leadership moved meanwhile: the controller's LeaderAndIsr says what is
-            p.state = PartitionState(state.partition, list(state.replicas), state.leader, result.leader_epoch,
-                                     list(result.isr), result.partition_epoch)
-            log.info(f"[Partition {p.topic}-{p.index} broker={self.broker_id}] ISR updated to "
-                     f"{','.join(map(str, result.isr))} and version updated to {result.partition_epoch}",
-                     reason=why)
-            if p.maybe_increment_high_watermark():
+            if result is not None and self.partitions.get(p.tp) is p and p.complete_isr_change(pending, result):
                 self.produce_purgatory.check_and_complete(p.tp)
                 self.fetch_purgatory.check_and_complete(p.tp)
 
@@ -694,7 +694,7 @@ class ReplicaManager(_ZkReplicaState):
                 continue
             existing = self.partitions.get((topic.name, state.partition))
             if existing is not None:
-                existing.state = state
+                existing.set_state(state)
                 existing.log.update_config(config)
             else:
                 missing.append(state)
@@ -875,7 +875,7 @@ class ReplicaManager(_ZkReplicaState):
 
     def _enough_isr(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)
-        return p is None or len(p.state.isr) >= p.log.config.min_insync_replicas
+        return p is None or len(p.maximal_isr) >= p.log.config.min_insync_replicas
 
     def _leader_high_watermark(self, tp: TopicPartition) -> int | None:
         p = self.partitions.get(tp)

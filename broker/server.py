@@ -43,6 +43,7 @@ import structlog
 
 from broker import loop_audit
 from broker.apis.registry import load_all
+from broker.background import BackgroundTasks
 from broker.config import KafkaConfig, security_protocols
 from broker.controlled_shutdown import ControlledShutdown
 from broker.dynamic_config import ConfigRepository, dynamic_config_handlers
@@ -88,7 +89,7 @@ class BrokerServer:
         self.config = config
         self.connections: set[Any] = set()
         self.servers: list[asyncio.base_events.Server] = []
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks = BackgroundTasks()
         self.started = asyncio.Event()
         self.should_exit = asyncio.Event()
         self.log_manager: LogManager | None = None
@@ -327,11 +328,11 @@ class BrokerServer:
         if self.log_cleaner is not None:
             self.log_cleaner.startup()
         lm = self.log_manager
-        self._spawn(self._every(cfg["log.retention.check.interval.ms"], lm.cleanup_logs, "retention"))
-        self._spawn(self._every(1000, lm.flush_dirty_logs, "flush"))
-        self._spawn(self._every(cfg["log.flush.offset.checkpoint.interval.ms"], lm.checkpoint_recovery_points, "recovery-point checkpoint"))
-        self._spawn(self._every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))
-        self._spawn(self._every(5000, lm.checkpoint_high_watermarks, "high-watermark checkpoint"))
+        self._spawn(self.tasks.every(cfg["log.retention.check.interval.ms"], lm.cleanup_logs, "retention"))
+        self._spawn(self.tasks.every(1000, lm.flush_dirty_logs, "flush"))
+        self._spawn(self.tasks.every(cfg["log.flush.offset.checkpoint.interval.ms"], lm.checkpoint_recovery_points, "recovery-point checkpoint"))
+        self._spawn(self.tasks.every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))
+        self._spawn(self.tasks.every(5000, lm.checkpoint_high_watermarks, "high-watermark checkpoint"))
         self.started.set()
         for callback in self.started_callbacks:
             callback()
@@ -422,10 +423,7 @@ class BrokerServer:
         with contextlib.suppress(asyncio.TimeoutError):  # wait_closed waits for the connections too
             await asyncio.wait_for(self._close_listeners(), DRAIN_SECONDS)
         log.info("listeners closed")
-        for task in list(self.tasks):
-            task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.tasks.cancel_all()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
         if self.controller is not None:  # metadata writes still queued land before the marker
@@ -468,22 +466,7 @@ class BrokerServer:
         return self.config.originals.get("inter.broker.listener.name") or "PLAINTEXT"
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    async def _every(self, interval_ms: int, fn: Any, what: str) -> None:
-        """Run blocking storage work `fn` periodically in an executor (Kafka's KafkaScheduler)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await loop.run_in_executor(None, fn)
-            except OSError as e:  # a full or failing disk: expected, one line (the next run retries)
-                log.error("periodic task failed", task=what, error=str(e))
-            except Exception:
-                log.exception("periodic task failed", task=what)
+        return self.tasks.spawn(coro)
 
     async def _reap_idle_connections(self) -> None:
         idle_ms = self.config["connections.max.idle.ms"]

@@ -57,6 +57,7 @@ storage: the broker's scheduler drives time-based work by calling :meth:`Log.flu
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import logging
 import os
@@ -65,7 +66,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -270,6 +271,10 @@ class Log:
         self._flush_lock = threading.Lock()  # guards recovery point updates vs flush()
         self._truncations = 0  # bumped by every truncation; flush() checks it
         self._closed = False
+        # held by periodic file work (LogManager's flush, checkpoint and retention tasks) and by
+        # close() / delete(): once those return, no such work touches this log's files. Never
+        # taken on the event loop; taken before the log's other locks.
+        self._open_lock = threading.RLock()
         self._last_assigned_epoch: int | None = None  # skip the cache while the epoch is unchanged
         self._producer_state = producer_state
         self._first_unstable_offset: int | None = None  # Kafka's firstUnstableOffsetMetadata
@@ -1479,7 +1484,13 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``) (default: the
         log end offset) and advance the recovery point to ``offset``. Blocking: the broker runs
-        it in an executor; it is the one method that may run concurrently with the others."""
+        it in an executor; it is the one method that may run concurrently with the others. A
+        closed (deleted) log is not flushed (see :meth:`unless_closed`)."""
+        with self.unless_closed() as is_open:
+            if is_open:
+                self._flush(offset)
+
+    def _flush(self, offset: int | None) -> None:
         target = self._log_end_offset if offset is None else offset
         with self._flush_lock:
             start = self._recovery_point
@@ -1509,42 +1520,56 @@ class Log:
 
     def checkpoint_leader_epochs(self) -> None:
         """Write leader-epoch-checkpoint if the append path assigned a new epoch since the last
-        write (blocking: the flush task and :meth:`flush` call it from an executor)."""
+        write (blocking: the flush task and :meth:`flush` call it from an executor). Not once
+        the log is closed: its directory may be a new topic's (:meth:`unless_closed`)."""
         cache = self.leader_epoch_cache
         if cache is not None:
-            cache.flush_if_dirty()
+            with self.unless_closed() as is_open:
+                if is_open:
+                    cache.flush_if_dirty()
 
     # -- closing -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def unless_closed(self) -> Iterator[bool]:
+        """Hold off :meth:`close` and :meth:`delete` while the caller works on this log's files;
+        yields False when the log is closed already. A deleted log's directory is gone, or is
+        re-created at the same path by a new topic of the same name, whose files a periodic task
+        still holding the old Log must never write (issue #20: the flush task's
+        leader-epoch-checkpoint write raced a deletion)."""
+        with self._open_lock:
+            yield not self._closed
 
     def close(self, flush: bool = True) -> None:
         """Flush (unless ``flush`` is False), snapshot the producer state at the log end offset
         (so the next load needs no replay; fsynced unless ``flush`` is False), then close every
         segment; segments waiting for deletion keep their ``.deleted`` files, which the next
-        load removes. Idempotent."""
-        if self._closed:
-            return
-        if flush:
-            self.flush()
-        with self._lock:
-            self._producer_state.take_snapshot(sync=flush)
+        load removes. Idempotent; waits for periodic file work in progress (unless_closed)."""
+        with self._open_lock:
+            if self._closed:
+                return
+            if flush:
+                self.flush()
+            with self._lock:
+                self._producer_state.take_snapshot(sync=flush)
+                self._closed = True
+                for seg in self._segments:
+                    seg.close()
+                for _due, seg in self._pending_deletes:
+                    seg.close_handlers()
+                self._pending_deletes.clear()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (topic deletion)."""
+        with self._open_lock, self._lock:
             self._closed = True
             for seg in self._segments:
-                seg.close()
+                seg.close_handlers()
             for _due, seg in self._pending_deletes:
                 seg.close_handlers()
             self._pending_deletes.clear()
-
-    @_locked
-    def delete(self) -> None:
-        """Close and remove the whole partition directory (topic deletion)."""
-        self._closed = True
-        for seg in self._segments:
-            seg.close_handlers()
-        for _due, seg in self._pending_deletes:
-            seg.close_handlers()
-        self._pending_deletes.clear()
-        self._set_segments([])
-        shutil.rmtree(self.dir, ignore_errors=True)
+            self._set_segments([])
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (

@@ -371,9 +371,11 @@ class LogManager:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         deleted = 0
         for _, lg in self:
-            deleted += lg.delete_old_segments(now_ms)
-            lg.delete_expired_files(now_ms)
-            lg.remove_expired_producers(now_ms)
+            with lg.unless_closed() as is_open:  # deleted meanwhile: its files are not ours
+                if is_open:
+                    deleted += lg.delete_old_segments(now_ms)
+                    lg.delete_expired_files(now_ms)
+                    lg.remove_expired_producers(now_ms)
         return deleted
 
     def flush_partition_metadata(self) -> int:
@@ -398,11 +400,14 @@ class LogManager:
         self.flush_partition_metadata()
         flushed = 0
         for _, lg in self:
-            lg.checkpoint_leader_epochs()  # epochs the append path assigned (not fsynced there)
-            offset = lg.flush_due(now_ms)
-            if offset is not None:
-                lg.flush(offset)
-                flushed += 1
+            with lg.unless_closed() as is_open:  # deleted meanwhile: its files are not ours
+                if not is_open:
+                    continue
+                lg.checkpoint_leader_epochs()  # epochs the append path assigned (not fsynced there)
+                offset = lg.flush_due(now_ms)
+                if offset is not None:
+                    lg.flush(offset)
+                    flushed += 1
         return flushed
 
     def _write_checkpoint(

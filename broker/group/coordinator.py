@@ -209,6 +209,8 @@ class GroupCoordinator:
         self.num_partitions: int = cfg["offsets.topic.num.partitions"]
         self.replication_factor: int = cfg["offsets.topic.replication.factor"]
         self.segment_bytes: int = cfg["offsets.topic.segment.bytes"]
+        # this broker asked the controller to create the offsets topic, and has not seen it yet
+        self._offsets_topic_requested = False
         self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
@@ -418,8 +420,15 @@ class GroupCoordinator:
 
     def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` on first use (FindCoordinator), as Kafka does; True when
-        it exists."""
+        it exists or its creation was started (in ZooKeeper mode the controller writes it in the
+        background: FindCoordinator answers COORDINATOR_NOT_AVAILABLE until a leader is known).
+        Logged as it happens: the request once, the topic once this broker's metadata shows it,
+        not each FindCoordinator that asked while ZooKeeper could not be written."""
         if self._topic is not None:
+            if self._offsets_topic_requested:
+                self._offsets_topic_requested = False
+                log.info("the offsets topic was created", topic=GROUP_METADATA_TOPIC,
+                         partitions=len(self._topic.partitions))
             return True
         controller = self.server.controller
         if controller is None:  # ZooKeeper mode without a controller to create it with
@@ -440,7 +449,13 @@ class GroupCoordinator:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.warning("could not create the offsets topic", error=e.message)
                 return False
-        log.info("created the offsets topic", topic=GROUP_METADATA_TOPIC, partitions=self.num_partitions)
+            return True
+        if self._topic is not None:  # created at once (a single node's embedded controller)
+            log.info("created the offsets topic", topic=GROUP_METADATA_TOPIC, partitions=self.num_partitions)
+        elif not self._offsets_topic_requested:
+            self._offsets_topic_requested = True
+            log.info("asked the controller to create the offsets topic", topic=GROUP_METADATA_TOPIC,
+                     partitions=self.num_partitions, replication_factor=rf)
         return True
 
     def is_coordinator_for(self, group_id: str) -> bool:

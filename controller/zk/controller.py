@@ -68,7 +68,12 @@ from controller.election import (
 from controller.state_machines import PartitionState, ReplicaState, StateChangeLogger
 from controller.topic_partition import PartitionAndReplica, TopicPartition
 from controller.zk import data as zd
-from controller.zk.client import NodeHandler, NoNodeError
+from controller.zk.client import (
+    ConnectionLossError,
+    NodeHandler,
+    NoNodeError,
+    SessionExpiredError,
+)
 from controller.zk.context import ControllerContext
 from controller.zk.data import (
     BrokerIdsZNode,
@@ -386,6 +391,11 @@ class KafkaController:
         except ControllerMovedError as e:
             log.info("%sController moved to another broker when processing %s.: %s", self.log_ident, event, e)
             await self._maybe_resign()
+        except (SessionExpiredError, ConnectionLossError) as e:
+            # expected (a pause longer than the session, ZooKeeper unreachable): the session's
+            # expiry resigns and re-elects through its own events, so one line, no traceback
+            log.warning("%sZooKeeper unavailable while processing event %s: %s", self.log_ident, event,
+                        e)
         except Exception:
             log.exception("%sError processing event %s", self.log_ident, event)
         finally:

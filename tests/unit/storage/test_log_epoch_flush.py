@@ -93,3 +93,48 @@ def test_follower_epochs_and_truncation_survive_kill_9(tmp_path: Path) -> None:
         assert log.leader_epoch_cache.end_offset_for(1, log.log_end_offset) == (1, 12)
     finally:
         log.close()
+
+
+def test_a_deleted_log_never_writes_into_the_directory_of_a_topic_recreated_at_its_path(tmp_path: Path) -> None:
+    """Issue #20: the flush task, holding a Log from before a topic's deletion, wrote its dirty
+    leader-epoch-checkpoint after the deletion (FileNotFoundError when the directory was gone;
+    the new log's epochs overwritten when a topic of the same name had been created meanwhile)."""
+    old = Log.open(tmp_path / "t-0", LogConfig(), now=Clock())
+    old.append_as_leader(client_batch(3), 7, T0)  # epoch 7: dirty, not written yet
+    old.delete()
+    new = Log.open(tmp_path / "t-0", LogConfig(), now=Clock())
+    try:
+        written = (new.dir / "leader-epoch-checkpoint").read_bytes()
+        old.checkpoint_leader_epochs()  # what the periodic flush and an append-path flush call
+        old.flush()
+        assert (new.dir / "leader-epoch-checkpoint").read_bytes() == written  # epoch 7 is not the new log's
+    finally:
+        new.close()
+
+
+def test_close_waits_for_file_work_in_progress(tmp_path: Path) -> None:
+    """A periodic task inside Log.unless_closed() holds off close() (and delete()): the deletion
+    renames the directory only after that work is done."""
+    import threading
+
+    log = Log.open(tmp_path / "t-0", LogConfig(), now=Clock())
+    inside, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def periodic() -> None:
+        with log.unless_closed() as is_open:
+            assert is_open
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=periodic)
+    worker.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=lambda: (log.close(), closed.set()))
+    closer.start()
+    assert not closed.wait(0.2)  # bounded: it must not close while the work runs
+    release.set()
+    worker.join(10)
+    closer.join(10)
+    assert closed.is_set()
+    with log.unless_closed() as is_open:
+        assert not is_open

@@ -39,7 +39,7 @@ test: test-deps
 
 # the full fault-injection trial counts (make test runs a fast subset of tests/fault)
 fault: test-deps
-	ODRADEK_FAULT_FULL=1 $(PY) -m pytest -q tests/fault
+	ODRADEK_FAULT_FULL=1 $(PY) -m pytest -q -s tests/fault tests/sim
 
 lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check .

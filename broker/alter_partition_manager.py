@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -42,12 +43,13 @@ class IsrChange:
 
 class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
-                 controller: Callable[[], tuple[int, str, int] | None], request_timeout_ms: int) -> None:
+                 controller: Callable[[], tuple[int, str, int] | None], request_timeout_ms: int,
+                 client_factory: Callable[[NetworkClientConfig], Any] = NetworkClient) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.controller = controller  # (id, host, port) of the active controller, or None
-        self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{broker_id}-alter-partition",
-                                                        request_timeout_ms=request_timeout_ms))
+        self.client = client_factory(NetworkClientConfig(client_id=f"broker-{broker_id}-alter-partition",
+                                                         request_timeout_ms=request_timeout_ms))
 
     async def submit(self, tp: tuple[str, int], leader_epoch: int, new_isr: list[int] | tuple[int, ...],
                      partition_epoch: int, superseded: Callable[[], bool],

@@ -77,10 +77,12 @@ class ReplicaFetcherManager:
     a leader's partitions are fetched by that many requests in flight at once."""
 
     def __init__(self, config: FetcherConfig, replica_manager: Any,
-                 leader_address: Callable[[int], tuple[str, int] | None]) -> None:
+                 leader_address: Callable[[int], tuple[str, int] | None],
+                 client_factory: Callable[[NetworkClientConfig], Any] = NetworkClient) -> None:
         self.config = config
         self.replica_manager = replica_manager
         self.leader_address = leader_address
+        self.client_factory = client_factory  # the simulation (tests/sim) passes its network
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}  # (leader, fetcher id) -> fetcher
 
     def add_partitions(self, partitions: dict[TopicPartition, tuple[int, PartitionFetchState]]) -> None:
@@ -126,8 +128,8 @@ class ReplicaFetcher:
         self.leader = leader
         self.manager = manager
         cfg = manager.config
-        self.client = NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-fetcher-{fetcher_id}",
-                                                        request_timeout_ms=cfg.request_timeout_ms))
+        self.client = manager.client_factory(NetworkClientConfig(
+            client_id=f"broker-{cfg.broker_id}-fetcher-{fetcher_id}", request_timeout_ms=cfg.request_timeout_ms))
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.session = FetchSessionHandler()
         self._changed = asyncio.Event()
@@ -277,10 +279,10 @@ class ReplicaFetcher:
         log_ = p.log
         diverging = pd.diverging_epoch
         if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-            end = diverging.end_offset if diverging.end_offset >= 0 else log_.high_watermark
-            target = min(end, log_.log_end_offset)
+            target = truncation_offset(log_, diverging.epoch, diverging.end_offset)
             log.info("Truncating partition to the end of the diverging epoch", topic=tp[0], partition=tp[1],
-                     epoch=diverging.epoch, offset=target, log_end_offset=log_.log_end_offset)
+                     epoch=diverging.epoch, leader_end_offset=diverging.end_offset, offset=target,
+                     log_end_offset=log_.log_end_offset)
             await p.truncate_to(target)
             st.fetch_offset = log_.log_end_offset
             st.last_fetched_epoch = latest_epoch(log_)
@@ -311,6 +313,27 @@ def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     v = (31 * h + tp[1]) & 0xFFFFFFFF
     v = v - (1 << 32) if v >= 1 << 31 else v
     return (0 if v == -(1 << 31) else abs(v)) % num_fetchers  # Kafka's Utils.abs
+
+
+def truncation_offset(log_: Any, leader_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower truncates when its leader answers that our logs diverge: the leader's
+    `leader_epoch` ends at `leader_end_offset` in its log (Kafka's
+    AbstractFetcherThread.getOffsetTruncationState). Our own end of that epoch bounds it too:
+    a batch we wrote in a later epoch below the leader's end offset (we led that epoch, briefly)
+    is not the leader's. When we do not know the leader's epoch, we truncate to the end of our
+    largest epoch below it and the next fetch (naming our new last epoch) goes on from there.
+    An undefined answer (no epoch) truncates to the high watermark."""
+    leo = log_.log_end_offset
+    if leader_end_offset < 0:
+        return min(log_.high_watermark, leo)
+    cache = log_.leader_epoch_cache
+    ours = cache.end_offset_for(leader_epoch, leo) if cache is not None else None
+    if ours is None or ours[1] < 0:  # no epochs of ours there: the leader's word
+        return min(leader_end_offset, leo)
+    our_epoch, our_end = ours
+    if our_epoch != leader_epoch:
+        return min(our_end, leo)
+    return min(our_end, leader_end_offset, leo)
 
 
 def latest_epoch(log_: Any) -> int:

@@ -40,6 +40,7 @@ from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.metadata_cache import MetadataCache
+from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition import Partition, PendingIsrChange, alter_partition_retriable
 from broker.purgatory import DelayedOperationPurgatory
 from broker.replica_fetcher import (
@@ -541,7 +542,10 @@ def _describe(st: Any) -> str:
 class ReplicaManager(_ZkReplicaState):
     """Creates, looks up and removes partitions; owns the produce/fetch purgatories."""
 
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerServer,
+                 client_factory: Callable[[NetworkClientConfig], Any] = NetworkClient) -> None:
+        """`client_factory` makes the connections to other brokers (the replica fetchers', the
+        AlterPartition sender's): NetworkClient, or the simulated network of tests/sim."""
         self.server = server
         self.config = server.config
         self.broker_id = server.config.broker_id
@@ -580,14 +584,15 @@ class ReplicaManager(_ZkReplicaState):
             max_bytes=cfg["replica.fetch.response.max.bytes"], partition_max_bytes=cfg["replica.fetch.max.bytes"],
             backoff_ms=cfg["replica.fetch.backoff.ms"], request_timeout_ms=cfg["request.timeout.ms"],
             num_fetchers=cfg["num.replica.fetchers"]),
-            self, self._leader_address)
+            self, self._leader_address, client_factory)
         self.replica_lag_time_max_ms: int = cfg["replica.lag.time.max.ms"]
         # replication throttles (kafka-reassign-partitions --throttle): bounds from dynamic broker configs
         window = (cfg["replication.quota.window.num"], cfg["replication.quota.window.size.seconds"])
         self.leader_quota = ReplicationQuotaManager("leader", self.broker_id, *window)
         self.follower_quota = ReplicationQuotaManager("follower", self.broker_id, *window)
         self.alter_partition_manager = AlterPartitionManager(
-            self.broker_id, lambda: server.broker_epoch, self._controller_address, cfg["request.timeout.ms"])
+            self.broker_id, lambda: server.broker_epoch, self._controller_address, cfg["request.timeout.ms"],
+            client_factory)
 
     def _controller_address(self) -> tuple[int, str, int] | None:
         cid = self.image.controller_id

@@ -5,6 +5,7 @@ closed (a cluster whose leaders move must not collect sockets)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 
 from broker.replica_fetcher import (
@@ -12,8 +13,12 @@ from broker.replica_fetcher import (
     PartitionFetchState,
     ReplicaFetcherManager,
     fetcher_id,
+    truncation_offset,
 )
 from broker.replication_quota import ReplicationQuotaManager
+from protocol.records import Record, build_batch
+from storage.config import LogConfig
+from storage.log import Log
 
 
 def state() -> PartitionFetchState:
@@ -54,3 +59,37 @@ async def test_num_replica_fetchers_spreads_a_leaders_partitions_as_kafka_does()
     assert len({id(f.client) for f in manager.fetchers.values()}) == 3
     assert manager.fetchers[(2, 1)].client.config.client_id == "broker-1-fetcher-1"
     await asyncio.wait_for(manager.shutdown(), 5)
+
+
+def _follower_log(tmp_path: Path, batches: list[tuple[int, int, int]]) -> Log:
+    """A follower's log holding (base offset, records, leader epoch) batches."""
+    log_ = Log.open(tmp_path / "t-0", LogConfig())
+    for base, n, epoch in batches:
+        log_.append_as_follower(bytearray(build_batch(
+            [Record(0, i, i, None, b"v", []) for i in range(n)], base_offset=base,
+            base_timestamp=1_700_000_000_000, partition_leader_epoch=epoch)))
+    return log_
+
+
+def test_truncation_is_bounded_by_our_own_end_of_the_diverging_epoch(tmp_path: Path) -> None:
+    """We led epoch 1 briefly and wrote offset 18 in it; the new leader's epoch 0 ends at 19 (its
+    offset 18 is another record). Truncating to the leader's 19 kept our offset 18 and the next
+    fetch diverged again, forever (found by tests/sim: the ISR never filled again)."""
+    log_ = _follower_log(tmp_path, [(0, 18, 0), (18, 1, 1)])
+    try:
+        assert truncation_offset(log_, 0, 19) == 18
+        assert truncation_offset(log_, 1, 25) == 19  # the leader has all of our epoch 1: nothing to cut
+        assert truncation_offset(log_, 2, 30) == 19  # an epoch we never saw: our end of the one below
+        assert truncation_offset(log_, -1, -1) == min(log_.high_watermark, 19)  # undefined: to the HW
+    finally:
+        log_.close()
+
+
+def test_truncation_when_the_leader_knows_an_epoch_we_skipped(tmp_path: Path) -> None:
+    """Our epochs 0 and 3; the leader answers its epoch 2 ends at 12: we know no epoch 2, so we
+    cut to the end of our largest epoch below it (0, ending where our 3 starts) and ask again."""
+    log_ = _follower_log(tmp_path, [(0, 10, 0), (10, 5, 3)])
+    try:
+        assert truncation_offset(log_, 2, 12) == 10
+    finally:
+        log_.close()

@@ -20,7 +20,8 @@ refusal that says nothing was applied (the committed state again), or with a Lea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,6 +104,11 @@ class Partition:
         self._appends_waiting = 0
         self.followers: dict[int, FollowerState] = {}  # as leader: by broker id
         self.pending_isr: PendingIsrChange | None = None  # as leader: an ISR change in flight
+        self._executor_busy = 0  # executor work on the log in flight (under _exclusive)
+        self._hw_deferred = False  # a high-watermark move waits for that work to end
+        # told when a deferred high-watermark move happens (the ReplicaManager completes the
+        # produce and fetch requests waiting on it)
+        self.on_high_watermark_moved: Callable[[TopicPartition], None] | None = None
 
     def set_state(self, state: PartitionState) -> None:
         """The controller's state (LeaderAndIsr, a metadata image): it replaces any pending ISR
@@ -151,64 +157,156 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
-    async def append_records(self, buf: Any, required_acks: int, now_ms: int) -> Any:
-        """Append as leader; when the append would roll the segment (Log.roll_due), roll first
-        in an executor so the event loop never does the roll's file work. Appends to one
-        partition keep their arrival order: the first that must wait takes a FIFO lock, and
-        every later append queues behind it until no append waits any more. The common case
-        (no roll due, nobody waiting) appends without an await."""
-        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            return self.append_records_to_leader(buf, required_acks, now_ms)
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """The partition's serialisation point (Kafka's leaderIsrUpdateLock, for what must not
+        interleave): appends that wait for a roll, truncations, DeleteRecords, becoming leader.
+        FIFO, so appends keep their arrival order; while anything holds or waits for it, appends
+        queue behind it. Uncontended, it does not yield."""
         self._appends_waiting += 1
         try:
             async with self._append_lock:
-                if self.is_leader and self.log.roll_due(buf, now_ms):
-                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
-                return self.append_records_to_leader(buf, required_acks, now_ms)
+                yield
         finally:
             self._appends_waiting -= 1
 
-    async def append_as_follower(self, buf: Any, now_ms: int) -> None:
-        """Append the leader's batches as they are. As the leader's appends: inline when no roll
-        is due (a hop to an executor per fetch cost six times the append it carried: 44 % of a
-        follower's CPU, py-spy), in order behind any append waiting for a roll otherwise."""
-        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            self.log.append_as_follower(buf)
-            return
-        self._appends_waiting += 1
+    async def _in_executor(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Blocking log work in an executor (only ever under :meth:`_exclusive`). Meanwhile it
+        may change the log under the log's lock, so high-watermark moves wait for its end. A
+        cancelled caller (a fetcher stopped by a LeaderAndIsr) still waits for the work: the
+        thread goes on holding the log's lock, and the partition stays exclusive until then, or
+        the next append on the loop would block on that lock (found by tests/sim, seed 1087)."""
+        self._executor_busy += 1
+        fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
         try:
-            async with self._append_lock:
-                if self.log.roll_due(buf, now_ms):
-                    await asyncio.get_running_loop().run_in_executor(None, self.log.roll)
-                self.log.append_as_follower(buf)
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            while not fut.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({fut})
+            raise
         finally:
-            self._appends_waiting -= 1
+            self._executor_busy -= 1
+            if not self._executor_busy and self._hw_deferred:
+                self._hw_deferred = False
+                if self.maybe_increment_high_watermark() and self.on_high_watermark_moved is not None:
+                    self.on_high_watermark_moved(self.tp)
+
+    async def append_records(self, buf: Any, required_acks: int, now_ms: int) -> Any:
+        """Append as leader; when the append would roll the segment (Log.roll_due), roll first
+        in an executor so the event loop never does the roll's file work. The common case (no
+        roll due, nothing exclusive pending) appends without an await; otherwise in arrival
+        order behind what is pending (:meth:`_exclusive`)."""
+        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
+            return self.append_records_to_leader(buf, required_acks, now_ms)
+        async with self._exclusive():
+            if self.is_leader and self.log.roll_due(buf, now_ms):
+                await self._in_executor(self.log.roll)
+            return self.append_records_to_leader(buf, required_acks, now_ms)
+
+    def follows(self, leader_epoch: int | None) -> bool:
+        """Still a follower at ``leader_epoch`` (None: any): the fetcher's data is for it."""
+        return not self.is_leader and (leader_epoch is None or self.leader_epoch == leader_epoch)
+
+    async def append_as_follower(self, buf: Any, now_ms: int, leader_epoch: int | None = None) -> bool:
+        """Append the leader's batches as they are, unless this broker stopped following at
+        ``leader_epoch`` meanwhile (False: dropped). As the leader's appends: inline when no roll
+        is due (a hop to an executor per fetch cost six times the append it carried: 44 % of a
+        follower's CPU, py-spy), in order behind anything exclusive pending otherwise."""
+        if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
+            if not self.follows(leader_epoch):
+                return False
+            self.log.append_as_follower(buf)
+            return True
+        async with self._exclusive():
+            if not self.follows(leader_epoch):
+                return False  # became leader, or another leader's follower, while it waited
+            if self.log.roll_due(buf, now_ms):
+                await self._in_executor(self.log.roll)
+                if not self.follows(leader_epoch):
+                    return False
+            self.log.append_as_follower(buf)
+            return True
 
     async def run_exclusive(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run blocking log work ``fn(*args)`` (it takes the log's lock and writes files) in an
         executor, with appends to this partition queued behind it (in order) rather than the
         event loop blocking on the log's lock meanwhile. DeleteRecords uses it."""
-        self._appends_waiting += 1
-        try:
-            async with self._append_lock:
-                return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-        finally:
-            self._appends_waiting -= 1
+        async with self._exclusive():
+            return await self._in_executor(fn, *args)
 
-    async def truncate_to(self, offset: int) -> bool:
-        """Truncate the log to ``offset`` (a follower diverging from its leader). Truncation cuts
-        and renames files and writes leader-epoch-checkpoint synchronously (storage.log), so it
-        runs in an executor, with appends to the partition queued behind it."""
-        return await self.run_exclusive(self.log.truncate_to, offset)
+    async def truncate_to(self, offset: int, leader_epoch: int | None = None) -> bool:
+        """Truncate the log to ``offset`` (a follower diverging from its leader at
+        ``leader_epoch``; not if it stopped following at it meanwhile). Truncation cuts and
+        renames files and writes leader-epoch-checkpoint synchronously (storage.log), so it runs
+        in an executor, with appends to the partition queued behind it."""
+        async with self._exclusive():
+            if not self.follows(leader_epoch):
+                return False
+            return await self._in_executor(self.log.truncate_to, offset)
 
-    async def truncate_fully_and_start_at(self, offset: int) -> None:
+    async def truncate_fully_and_start_at(self, offset: int, leader_epoch: int | None = None) -> bool:
         """Empty the log and start it at ``offset`` (a follower behind its leader's log start),
-        in an executor as :meth:`truncate_to`."""
-        await self.run_exclusive(self.log.truncate_fully_and_start_at, offset)
+        in an executor as :meth:`truncate_to`; False when it stopped following meanwhile."""
+        async with self._exclusive():
+            if not self.follows(leader_epoch):
+                return False
+            await self._in_executor(self.log.truncate_fully_and_start_at, offset)
+            return True
+
+    async def make_leader(self, state: PartitionState, now_ms: int) -> bool | None:
+        """Become leader at ``state`` (Kafka's Partition.makeLeader), serialised with appends and
+        truncations (:meth:`_exclusive`): the epoch starts at the log end offset once no
+        truncation or roll is in flight, so it is never recorded at a pre-truncation offset and
+        the loop never waits on the log's lock for such work. The ISR members count as caught
+        up now; True when the high watermark moved, None when skipped (:meth:`_newer_than`)."""
+        async with self._exclusive():
+            if self._newer_than(state):
+                return None
+            self.set_state(state)
+            self.reset_followers(now_ms)
+            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
+            return self.maybe_increment_high_watermark()
+
+    def _newer_than(self, state: PartitionState) -> bool:
+        """Our state is newer than the controller's ``state``, as of now: an ISR change it
+        accepted while ``state`` waited for this partition (Kafka's makeLeader / makeFollower
+        skip such a state; applying it would bring an old ISR back)."""
+        return state.partition_epoch < self.state.partition_epoch and state.leader_epoch <= self.state.leader_epoch
+
+    async def make_follower(self, state: PartitionState) -> tuple[int, int] | None:
+        """Follow at ``state`` (Kafka's Partition.makeFollower), serialised as :meth:`make_leader`:
+        returns where the fetcher starts -- our log end offset and the epoch of our last batch --
+        read once no truncation or roll of the previous leadership is in flight; None when
+        skipped (:meth:`_newer_than`)."""
+        async with self._exclusive():
+            if self._newer_than(state):
+                return None
+            self.set_state(state)
+            cache = self.log.leader_epoch_cache
+            latest = cache.latest_epoch if cache is not None else None
+            return self.log.log_end_offset, -1 if latest is None else latest
+
+    def update_follower_high_watermark(self, leader_high_watermark: int, leader_epoch: int) -> bool:
+        """A follower's high watermark follows its leader's, capped by what it has; not while
+        executor work may change the log (a truncation sets it under the log's lock): the next
+        fetch brings it again."""
+        if self._executor_busy or not self.follows(leader_epoch):
+            return False
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+            return True
+        return False
 
     def maybe_increment_high_watermark(self) -> bool:
         """The high watermark is the lowest log end offset of the maximal ISR (ours included):
-        it only moves forward. Alone in the ISR (a single node), that is our log end offset."""
+        it only moves forward. Alone in the ISR (a single node), that is our log end offset.
+        While executor work may change the log under its lock, the move is deferred to that
+        work's end (:meth:`_in_executor`), as Kafka's waits for the log's lock."""
+        if self._executor_busy:
+            self._hw_deferred = True
+            return False
         isr = self.maximal_isr
         leo = self.log.log_end_offset
         if len(isr) == 1 and isr[0] == self.broker_id:
@@ -225,6 +323,34 @@ class Partition:
             self.log.update_high_watermark(hw)
             return True
         return False
+
+    def follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int, last_fetched_epoch: int,
+                       diverging_check: bool, now_ms: int) -> tuple[bool, bool, tuple[int, int] | None]:
+        """A follower's fetch as this partition's leader (Kafka's Partition.fetchRecords, in its
+        order): the leader epoch first -- a fetch at another epoch is not counted (its read
+        answers the error) -- then whether the follower's log diverged from ours (not counted
+        either: it truncates to the returned (epoch, end offset) first), then its fetch offset as
+        its log end offset. Returns (recorded, high watermark moved, diverging epoch)."""
+        if not self.is_leader or replica_id not in self.state.replicas:
+            return False, False, None
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            return False, False, None
+        epoch_end = self.diverging_epoch(last_fetched_epoch, fetch_offset) if diverging_check else None
+        if epoch_end is not None:
+            return False, False, epoch_end
+        return True, self.update_follower_fetch_state(replica_id, fetch_offset, now_ms), None
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """Kafka's Partition.fetchRecords check for a follower: its last fetched epoch ends here
+        at an offset below its fetch offset, or we have no such epoch: (our epoch, its end offset)
+        to truncate to; None when its log is a prefix of ours."""
+        cache = self.log.leader_epoch_cache
+        if last_fetched_epoch < 0 or cache is None:
+            return None
+        epoch, end = cache.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched from `fetch_offset`: it has everything before it (Kafka's

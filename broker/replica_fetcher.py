@@ -264,8 +264,8 @@ class ReplicaFetcher:
                         # the leader deleted what we were to fetch next (retention): start at its log start
                         log.info("Truncating fully: the leader's log starts after our fetch offset", topic=tp[0],
                                  partition=tp[1], fetch_offset=st.fetch_offset, leader_log_start=pd.log_start_offset)
-                        await p.truncate_fully_and_start_at(pd.log_start_offset)
-                        st.fetch_offset = pd.log_start_offset
+                        if await p.truncate_fully_and_start_at(pd.log_start_offset, st.leader_epoch):
+                            st.fetch_offset = pd.log_start_offset
                     else:
                         log.info("Partition has an error from the leader: backing off", topic=tp[0],
                                  partition=tp[1], leader=self.leader, error=error_name(pd.error_code))
@@ -283,22 +283,22 @@ class ReplicaFetcher:
             log.info("Truncating partition to the end of the diverging epoch", topic=tp[0], partition=tp[1],
                      epoch=diverging.epoch, leader_end_offset=diverging.end_offset, offset=target,
                      log_end_offset=log_.log_end_offset)
-            await p.truncate_to(target)
-            st.fetch_offset = log_.log_end_offset
-            st.last_fetched_epoch = latest_epoch(log_)
+            await p.truncate_to(target, st.leader_epoch)
+            if p.follows(st.leader_epoch):  # (else a new leadership has its own fetch state)
+                st.fetch_offset = log_.log_end_offset
+                st.last_fetched_epoch = latest_epoch(log_)
             return
         records = pd.records
         if records:
-            await p.append_as_follower(records, int(time.time() * 1000))
+            if not await p.append_as_follower(records, int(time.time() * 1000), st.leader_epoch):
+                return  # no longer following at this epoch: the fetch state is another's now
             st.fetch_offset = log_.log_end_offset
             st.last_fetched_epoch = latest_epoch(log_)
             quota = self.manager.replica_manager.follower_quota
             if quota.bound != UNLIMITED and quota.is_throttled(tp[1], log_.config.follower_replication_throttled_replicas):
                 quota.record(len(records))
         st.lag = max(0, pd.high_watermark - log_.log_end_offset)
-        hw = min(pd.high_watermark, log_.log_end_offset)
-        if hw > log_.high_watermark:
-            log_.update_high_watermark(hw)
+        if p.update_follower_high_watermark(pd.high_watermark, st.leader_epoch):
             self.manager.replica_manager.fetch_purgatory.check_and_complete(tp)
 
 

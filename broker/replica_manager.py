@@ -47,9 +47,8 @@ from broker.replica_fetcher import (
     FetcherConfig,
     PartitionFetchState,
     ReplicaFetcherManager,
-    latest_epoch,
 )
-from broker.replication_quota import ReplicationQuotaManager
+from broker.replication_quota import UNLIMITED, ReplicationQuotaManager
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
@@ -343,16 +342,21 @@ class _ZkReplicaState:
                 opened.append(e)
         return opened
 
-    def _host(self, tp: TopicPartition, topic_id: uuid.UUID, state: PartitionState, log_: Log) -> tuple[Partition, int | None, int]:
-        """Set the hosted partition's state (hosting it first); its previous leader and epoch."""
+    def _host(self, tp: TopicPartition, topic_id: uuid.UUID, state: PartitionState, log_: Log,
+              apply: bool = True) -> tuple[Partition, int | None, int]:
+        """The hosted partition (hosted now at `state` if it was not) with its previous leader and
+        epoch; `apply`: set `state` on a partition hosted already (make_leader / make_follower
+        set it themselves, under the partition's serialisation)."""
         p = self.partitions.get(tp)
         if p is None:
             self.offline.pop(tp, None)
             self.empty_partitions.discard(tp)
             p = self.partitions[tp] = Partition(TopicState(tp[0], topic_id, {}), state, log_, self.broker_id)
+            p.on_high_watermark_moved = self._high_watermark_moved
             return p, None, -1
         previous = (p.state.leader if p.state.leader >= 0 else None, p.leader_epoch)
-        p.set_state(state)
+        if apply:
+            p.set_state(state)
         return p, previous[0], previous[1]
 
     async def _make_leaders(self, states: list[Any], topic_ids: dict[str, uuid.UUID],
@@ -371,18 +375,21 @@ class _ZkReplicaState:
                 continue
             state = PartitionState(st.partition_index, list(st.replicas), self.broker_id, st.leader_epoch,
                                    list(st.isr), st.partition_epoch)
-            p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_, apply=False)
             self.replica_fetcher_manager.remove_partitions([tp])
-            p.reset_followers(int(time.time() * 1000))  # they report again under this leadership
-            # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset)
-            log_.maybe_assign_epoch_start_offset(st.leader_epoch, log_.log_end_offset)
+            # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset), once
+            # the previous leadership's truncation or roll is done; the ISR reports again
+            hw_moved = await p.make_leader(state, int(time.time() * 1000))
+            if hw_moved is None:
+                self._skipped_at_newer_partition_epoch(tp, st, topic_id, "leader", p)
+                continue
             scl.info(f"Leader {_tp(tp)} with topic id {_kafka_uuid(topic_id)} starts at leader epoch "
                      f"{st.leader_epoch} from offset {log_.log_end_offset} with partition epoch {st.partition_epoch}, "
                      f"high watermark {log_.high_watermark}, ISR {_ids(st.isr)}, adding replicas "
                      f"{_ids(getattr(st, 'adding_replicas', []))} and removing replicas "
                      f"{_ids(getattr(st, 'removing_replicas', []))}. Previous leader {_opt(prev_leader)} and previous "
                      f"leader epoch was {prev_epoch}.")
-            if p.maybe_increment_high_watermark():
+            if hw_moved:
                 self.fetch_purgatory.check_and_complete(tp)
 
     async def _make_followers(self, request: Any, correlation_id: int, states: list[Any], topic_ids: dict[str, uuid.UUID],
@@ -412,11 +419,17 @@ class _ZkReplicaState:
             if self._at_newer_partition_epoch(tp, st, topic_id, "follower"):
                 continue
             state = PartitionState(st.partition_index, list(st.replicas), st.leader, st.leader_epoch, [], st.partition_epoch)
-            _, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_)
+            p, prev_leader, prev_epoch = self._host(tp, topic_id, state, log_, apply=False)
+            self.replica_fetcher_manager.remove_partitions([tp])
             # fetch from the new leader; the first fetch names our last epoch, so a log that
             # diverged is truncated by the leader's answer (DivergingEpoch)
+            start = await p.make_follower(state)
+            if start is None:
+                self._skipped_at_newer_partition_epoch(tp, st, topic_id, "follower", p)
+                continue
+            fetch_offset, last_epoch = start
             self.replica_fetcher_manager.add_partitions({tp: (st.leader, PartitionFetchState(
-                log_.log_end_offset, st.leader_epoch, latest_epoch(log_)))})
+                fetch_offset, st.leader_epoch, last_epoch))})
             scl.info(f"Follower {_tp(tp)} starts at leader epoch {st.leader_epoch} from offset {log_.log_end_offset} "
                      f"with partition epoch {st.partition_epoch} and high watermark {log_.high_watermark}. Current "
                      f"leader is {st.leader}. Previous leader {_opt(prev_leader)} and previous leader epoch was "
@@ -430,11 +443,15 @@ class _ZkReplicaState:
         hosted = self.partitions.get(tp)
         if hosted is None or st.partition_epoch >= hosted.state.partition_epoch:
             return False
+        self._skipped_at_newer_partition_epoch(tp, st, topic_id, role, hosted)
+        return True
+
+    def _skipped_at_newer_partition_epoch(self, tp: TopicPartition, st: Any, topic_id: uuid.UUID, role: str,
+                                          hosted: Partition) -> None:
         self.state_change_logger.info(
             f"Skipped the become-{role} state change for {_tp(tp)} with topic id {_kafka_uuid(topic_id)} and "
             f"partition state {_describe(st)} since the {role} is already at a newer partition epoch "
             f"{hosted.state.partition_epoch}.")
-        return True
 
     def _leadership_changed(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
         """Tell the coordinators which partitions this broker now leads and which it stopped
@@ -622,6 +639,42 @@ class ReplicaManager(_ZkReplicaState):
                      replica_lag_time_max_ms=self.replica_lag_time_max_ms)
             self._submit_isr_change(p, pending)
 
+    def record_follower_fetch(self, replica_id: int, parts: dict[TopicPartition, Any], diverging_check: bool,
+                              now_ms: int) -> dict[TopicPartition, tuple[int, int]]:
+        """A follower's fetch of the partitions we lead (Kafka's Partition.fetchRecords, follower
+        side), before any read: a fetch naming another leader epoch than ours records nothing
+        (its read answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); one whose log diverged
+        from ours records nothing either and gets (our epoch, its end offset) to truncate to;
+        otherwise its fetch offset is its log end offset, which may move the high watermark
+        (completing acks=all produces and consumer fetches waiting on it) and let it join the
+        ISR. In a fetch session `parts` is every partition of the session, so a caught-up
+        follower that names none of them stays caught up. `diverging_check`: Fetch v12+."""
+        diverging: dict[TopicPartition, tuple[int, int]] = {}
+        for key, preq in parts.items():
+            p = self.partitions.get(key)
+            if p is None:
+                continue
+            recorded, hw_moved, epoch_end = p.follower_fetch(
+                replica_id, preq.fetch_offset, preq.current_leader_epoch, preq.last_fetched_epoch, diverging_check,
+                now_ms)
+            if epoch_end is not None:
+                diverging[key] = epoch_end
+            if hw_moved:
+                self.produce_purgatory.check_and_complete(key)
+                self.fetch_purgatory.check_and_complete(key)
+            if recorded:
+                self.maybe_expand_isr(p, replica_id)
+        return diverging
+
+    def should_leader_throttle(self, p: Partition, replica_id: int) -> bool:
+        """Kafka's ReplicationQuotaManager check on the leader (shouldLeaderThrottle): a follower
+        outside the ISR gets no records of a throttled partition while the leader's throttled
+        byte rate is over leader.replication.throttled.rate."""
+        quota = self.leader_quota
+        return (quota.bound != UNLIMITED and replica_id not in p.state.isr
+                and quota.is_throttled(p.index, p.log.config.leader_replication_throttled_replicas)
+                and quota.is_quota_exceeded())
+
     def _submit_isr_change(self, p: Partition, pending: PendingIsrChange) -> None:
         """Send ``p``'s pending ISR change to the controller (retried until answered or
         superseded) and apply the answer to the partition."""
@@ -731,6 +784,7 @@ class ReplicaManager(_ZkReplicaState):
             if self.offline.pop(tp, None) is not None:
                 log.info("log opened after a storage error", topic=tp[0], partition=tp[1])
             partition = self.partitions[tp] = Partition(topic, state, log_, self.broker_id)
+            partition.on_high_watermark_moved = self._high_watermark_moved
             partition.maybe_increment_high_watermark()  # a leader whose ISR is itself
 
     def _reopen(self, topic: str) -> None:
@@ -877,6 +931,12 @@ class ReplicaManager(_ZkReplicaState):
             self.produce_purgatory.try_complete_else_watch(op, list(required))
             return await op.future
         return results
+
+    def _high_watermark_moved(self, tp: TopicPartition) -> None:
+        """A partition's high watermark moved after executor work on its log ended (it waited):
+        the acks=all produces and the fetches waiting on it may complete."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     def _enough_isr(self, tp: TopicPartition) -> bool:
         p = self.partitions.get(tp)

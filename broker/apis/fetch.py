@@ -73,7 +73,8 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
                     ) -> dict[tuple[str, int], PartitionResult]:
     """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog).
     `diverging`: for a follower's fetch, its partitions whose log diverged from ours (computed
-    once per request by _record_follower_fetch, also for the re-reads of a parked fetch)."""
+    once per request by ReplicaManager.record_follower_fetch, also for the re-reads of a parked
+    fetch)."""
     budget = req.max_bytes if ctx.version >= 3 else 2**31 - 1
     min_one = True
     out: dict[tuple[str, int], PartitionResult] = {}
@@ -114,10 +115,8 @@ def read_partition(ctx: RequestContext, req: FetchRequest, key: tuple[str, int],
                 res.records = b""
                 return res
             upper = log_.log_end_offset
-            throttle = rm.leader_quota
-            if throttle.bound != UNLIMITED and req.replica_id not in part.state.isr and throttle.is_throttled(
-                    key[1], log_.config.leader_replication_throttled_replicas) and throttle.is_quota_exceeded():
-                res.records = b""  # Kafka's shouldLeaderThrottle: this follower waits for the rate to fall
+            if rm.should_leader_throttle(part, req.replica_id):
+                res.records = b""  # this follower waits for the throttled rate to fall
                 return res
         else:
             upper = res.last_stable_offset if read_committed else res.high_watermark
@@ -208,7 +207,8 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     )
     if fctx.error:
         return build_response(ctx, fctx, {})
-    diverging = _record_follower_fetch(ctx, req.replica_id, fctx.partitions, now_ms) if req.replica_id >= 0 else None
+    diverging = (rm.record_follower_fetch(req.replica_id, fctx.partitions, ctx.version >= 12, now_ms)
+                 if req.replica_id >= 0 else None)
     results = read_partitions(ctx, req, fctx.partitions, diverging)
     if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
         parts = fctx.partitions
@@ -227,41 +227,6 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         log.info("Created fetch session for a follower", replica=req.replica_id, session_id=response.session_id,
                  partitions=len(fctx.partitions))
     return response
-
-
-def _diverging_epoch(log_: Any, preq: PartitionRequest) -> tuple[int, int] | None:
-    """Kafka's Partition.fetchRecords check: the follower's last fetched epoch ends here at an
-    offset below its fetch offset, or we have no such epoch: (our epoch, its end offset)."""
-    if preq.last_fetched_epoch < 0 or log_.leader_epoch_cache is None:
-        return None
-    epoch, end = log_.leader_epoch_cache.end_offset_for(preq.last_fetched_epoch, log_.log_end_offset)
-    if epoch < preq.last_fetched_epoch or end < preq.fetch_offset:
-        return epoch, end
-    return None
-
-
-def _record_follower_fetch(ctx: RequestContext, replica_id: int, parts: dict[tuple[str, int], PartitionRequest],
-                           now_ms: int) -> dict[tuple[str, int], tuple[int, int]]:
-    """A follower's fetch offsets are its log end offsets: the leader's high watermark may move
-    (Kafka's updateFollowerFetchState), which completes acks=all produces and consumer fetches
-    waiting for it. In a fetch session `parts` is every partition of the session, so a follower
-    that is caught up and names none of them stays caught up. Returns the partitions whose log
-    diverged from ours (where our copy of its last fetched epoch ends)."""
-    rm = ctx.server.replica_manager
-    diverging: dict[tuple[str, int], tuple[int, int]] = {}
-    for key, preq in parts.items():
-        part = rm.partitions.get(key)
-        if part is None or not part.is_leader or replica_id not in part.state.replicas:
-            continue
-        epoch_end = _diverging_epoch(part.log, preq) if ctx.version >= 12 else None
-        if epoch_end is not None:
-            diverging[key] = epoch_end
-            continue  # what it says it has is not ours: it truncates first
-        if part.update_follower_fetch_state(replica_id, preq.fetch_offset, now_ms):
-            rm.produce_purgatory.check_and_complete(key)
-            rm.fetch_purgatory.check_and_complete(key)
-        rm.maybe_expand_isr(part, replica_id)
-    return diverging
 
 
 def _record_throttled_bytes(rm: Any, results: dict[tuple[str, int], PartitionResult]) -> None:

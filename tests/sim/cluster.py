@@ -24,10 +24,13 @@ leader election, reassignment, more than one partition, power loss (unflushed wr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import random
 import shutil
+import sys
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +48,7 @@ from broker.replica_manager import ReplicaManager
 from controller.election import LeaderAndIsr, leader_for_offline, remove_replica_from_isr
 from controller.image import BrokerInfo, MetadataImage
 from controller.topic_partition import TopicPartition
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, error_name
 from protocol.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -59,8 +62,9 @@ from protocol.messages.leader_and_isr_request import (
 )
 from protocol.messages.request_header import RequestHeader
 from protocol.records import Record, build_batch, iter_batches, read_header
+from storage.log import Log
 from storage.log_manager import LogManager
-from tests.sim.loop import WALL_ORIGIN_S, VirtualClockLoop, virtual_time
+from tests.sim.loop import WALL_ORIGIN_S, SimLock, VirtualClockLoop, virtual_time
 from tests.sim.network import CURRENT_NODE, NetworkFaults, SimClient, SimNetwork
 
 TOPIC = "sim"
@@ -99,7 +103,8 @@ class Violation(AssertionError):
 
 
 def executor_delay_ms(rng: random.Random) -> float:
-    return rng.choice((0.05, 0.2, 1.0, rng.expovariate(1 / 5)))
+    """How long executor work takes: mostly short, sometimes a slow disk (hundreds of ms)."""
+    return rng.choice((0.05, 0.2, 1.0, rng.expovariate(1 / 5), rng.uniform(20, 300)))
 
 
 class SimBroker:
@@ -277,11 +282,19 @@ class SimController:
             self._set(new.with_partition_epoch(cur.partition_epoch + 1),
                       f"AlterPartition from broker {request.broker_id}")
         st = self.state
+        self.sim.log(f"controller: AlterPartition from broker {request.broker_id} (leader epoch {pd.leader_epoch}, "
+                     f"ISR {list(pd.new_isr)}, partition epoch {pd.partition_epoch}): {error_name(code)}")
         partition = apr.PartitionData(partition_index=0, error_code=code)
         if code == ErrorCode.NONE:
             partition = apr.PartitionData(partition_index=0, leader_id=st.leader, leader_epoch=st.leader_epoch,
                                           isr=list(st.isr), partition_epoch=st.partition_epoch)
         return AlterPartitionResponse(topics=[apr.TopicData(topic_name=TOPIC, partitions=[partition])])
+
+
+def _job_alive() -> Any:
+    """Executor work submitted now dies with the node that submitted it."""
+    node = CURRENT_NODE.get()
+    return lambda: not isinstance(node, SimBroker) or node.alive
 
 
 def _client_config(timeout_ms: int) -> Any:
@@ -300,8 +313,11 @@ class Simulation:
         self.trace: list[str] = []
         self.loop = VirtualClockLoop(random.Random(seed ^ 0x5EED), executor_delay_ms)
         self.loop.set_task_factory(self._task_factory)
+        self.loop.job_alive = _job_alive
+        self.loop.on_lock_wait = self._on_lock_wait
         self.network = SimNetwork(self.loop, random.Random(seed ^ 0xC0FFEE), self.scenario.faults, self.log)
         self.brokers: dict[int, SimBroker] = {}
+        self.incarnations: list[SimBroker] = []
         self.epochs = {b: 0 for b in BROKERS}
         self.controller: SimController | None = None
         self.acked: dict[int, int] = {}  # record id -> offset
@@ -321,6 +337,11 @@ class Simulation:
             task.add_done_callback(node.all_tasks.discard)
         return task
 
+    def _on_lock_wait(self, lock: SimLock) -> None:
+        node = CURRENT_NODE.get()
+        who = f"broker {node.broker_id}" if isinstance(node, SimBroker) else "the simulation"
+        self.violation(f"the event loop of {who} waited on {lock.name}, held by executor work {lock.held_by}")
+
     def log(self, line: str) -> None:
         if self.tracing:
             self.trace.append(f"{self.loop.time():9.4f} {line}")
@@ -330,7 +351,13 @@ class Simulation:
             node = CURRENT_NODE.get()
             who = f"broker {node.broker_id}" if isinstance(node, SimBroker) else "sim"
             what = event.pop("event", "")
+            exc = event.pop("exc_info", None)
             self.trace.append(f"{self.loop.time():9.4f}   [{who}] {method}: {what} {event or ''}")
+            if exc:
+                error = exc if isinstance(exc, BaseException) else sys.exc_info()[1]
+                if error is not None:
+                    self.trace.extend("             " + line for line in "".join(
+                        traceback.format_exception(error)).rstrip().splitlines())
         raise structlog.DropEvent
 
     # -- the scenario -----------------------------------------------------------------------------
@@ -342,20 +369,36 @@ class Simulation:
         logging.disable(logging.CRITICAL)
         random_state = random.getstate()
         random.seed(self.seed)  # code under test that draws (session ids, jitter) draws the same
+        log_init = Log.__init__
+        loop = self.loop
+
+        def watched_init(log_: Log, *args: Any, **kwargs: Any) -> None:
+            log_init(log_, *args, **kwargs)
+            log_._lock = SimLock(log_._lock, f"the lock of log {log_.name}", loop)  # type: ignore[assignment]
+
+        Log.__init__ = watched_init  # type: ignore[method-assign]
         try:
             with virtual_time(self.loop):
                 self.loop.run_until_complete(self._main())
         finally:
-            random.setstate(random_state)
-            logging.disable(logging.NOTSET)
-            structlog.configure(**saved)
-            self._close()
+            try:
+                self._close()
+            finally:
+                Log.__init__ = log_init  # type: ignore[method-assign]
+                random.setstate(random_state)
+                logging.disable(logging.NOTSET)
+                structlog.configure(**saved)
         return self.stats
 
     def _close(self) -> None:
         for b in self.brokers.values():
             if b.alive:
                 b.crash()
+        for b in self.incarnations:  # their descriptors and maps (a worker runs many seeds),
+            for lg in list(b.log_manager.logs.values()):  # written nothing: a later one owns the files
+                for seg in [*lg._segments, *(seg for _due, seg in lg._pending_deletes)]:
+                    with contextlib.suppress(Exception):
+                        seg.close_handlers()
         pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
         for t in pending:
             t.cancel()
@@ -401,6 +444,7 @@ class Simulation:
         self.epochs[b] += 1
         broker = SimBroker(self, b, self.epochs[b])
         self.brokers[b] = broker
+        self.incarnations.append(broker)
         self.network.up(b, broker.serve, broker.context)
         task = self.loop.create_task(broker.start(), context=broker.context.copy())
         await task

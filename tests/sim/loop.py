@@ -66,11 +66,50 @@ class _VirtualSelector(selectors.BaseSelector):
         self._keys.clear()
 
 
+class SimLock:
+    """A lock of the code under test (a Log's), watched: executor work that takes it holds it
+    until that work completes, and the event loop taking it meanwhile is reported -- in a real
+    broker the loop would block on disk work there (issue #20: the loop-blocking audit cannot
+    see lock waits)."""
+
+    def __init__(self, inner: Any, name: str, loop: VirtualClockLoop) -> None:
+        self.inner = inner
+        self.name = name
+        self.loop = loop
+        self.held_until = -1.0
+        self.held_by = ""
+
+    def _check(self) -> None:
+        loop = self.loop
+        if loop.running_job is not None:
+            loop.job_locks.append(self)
+        elif self.held_until > loop.time() and loop.on_lock_wait is not None:
+            loop.on_lock_wait(self)
+
+    def __enter__(self) -> Any:
+        self._check()
+        return self.inner.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.inner.__exit__(*exc)
+
+    def acquire(self, *args: Any, **kwargs: Any) -> Any:
+        self._check()
+        return self.inner.acquire(*args, **kwargs)
+
+    def release(self) -> None:
+        self.inner.release()
+
+
 class VirtualClockLoop(asyncio.SelectorEventLoop):
     def __init__(self, rng: random.Random, executor_delay_ms: Callable[[random.Random], float]) -> None:
         self._now = 0.0
         self.rng = rng
         self.executor_delay_ms = executor_delay_ms
+        self.running_job: str | None = None  # the executor work running now (on this thread)
+        self.job_locks: list[SimLock] = []  # the watched locks it took
+        self.on_lock_wait: Callable[[SimLock], None] | None = None
+        self.job_alive: Callable[[], Callable[[], bool]] = lambda: (lambda: True)
         super().__init__(selector=_VirtualSelector(self))
         self._clock_resolution = 1e-9
 
@@ -81,19 +120,44 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
         self._now += seconds
 
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """The work runs either at once or when it completes (a seeded choice: a thread may do
+        it at any point in between); run at once, the watched locks it took stay held until it
+        completes. Work of a node that crashed meanwhile never runs (its threads died)."""
         fut = self.create_future()
+        delay = self.executor_delay_ms(self.rng) / 1000
+        early = self.rng.random() < 0.5
+        alive = self.job_alive()
+        outcome: list[Any] = []
 
-        def run() -> None:
+        def work() -> None:
+            self.running_job, self.job_locks = getattr(func, "__qualname__", repr(func)), []
+            try:
+                outcome.append((True, func(*args)))
+            except BaseException as e:
+                outcome.append((False, e))
+            finally:
+                for lock in self.job_locks:
+                    lock.held_until = max(lock.held_until, self.time() + (delay if early else 0.0))
+                    lock.held_by = self.running_job or ""
+                self.running_job, self.job_locks = None, []
+
+        def complete() -> None:
             if fut.cancelled():
                 return
-            try:
-                result = func(*args)
-            except BaseException as e:
-                fut.set_exception(e)
+            if not alive():  # the node died: its thread with it (whoever waits stops waiting)
+                fut.cancel()
+                return
+            if not outcome:
+                work()
+            ok, value = outcome[0]
+            if ok:
+                fut.set_result(value)
             else:
-                fut.set_result(result)
+                fut.set_exception(value)
 
-        self.call_later(self.executor_delay_ms(self.rng) / 1000, run)
+        if early:
+            self.call_soon(lambda: alive() and not fut.cancelled() and work())
+        self.call_later(delay, complete)
         return fut
 
 

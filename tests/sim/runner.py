@@ -52,11 +52,12 @@ def run_one(seed: int, scenario: Scenario | None = None, trace: bool = False) ->
         return Outcome(seed, f"seed {seed}: {type(e).__name__}: {e}", len(sim.acked), sim.trace)
 
 
-def _run_chunk(seeds: list[int]) -> list[Outcome]:
-    return [run_one(s) for s in seeds]
+def _run_chunk(seeds: list[int], scenario: Scenario | None = None) -> list[Outcome]:
+    return [run_one(s, scenario) for s in seeds]
 
 
-def run_seeds(seeds: Iterable[int], workers: int = 2, stop_at_first: bool = False) -> Summary:
+def run_seeds(seeds: Iterable[int], workers: int = 2, stop_at_first: bool = False,
+              scenario: Scenario | None = None) -> Summary:
     """Every seed; failures listed in seed order. Workers are forked (they inherit what the
     caller patched, which is how the tests show that the harness finds a race without its fix)."""
     todo = list(seeds)
@@ -64,14 +65,14 @@ def run_seeds(seeds: Iterable[int], workers: int = 2, stop_at_first: bool = Fals
     outcomes: list[Outcome] = []
     if workers <= 1:
         for s in todo:
-            outcomes.append(run_one(s))
+            outcomes.append(run_one(s, scenario))
             if stop_at_first and outcomes[-1].failure:
                 break
     else:
         chunk = 25
         chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for done in pool.map(_run_chunk, chunks):
+            for done in pool.map(_run_chunk, chunks, [scenario] * len(chunks)):
                 outcomes.extend(done)
                 if stop_at_first and any(o.failure for o in done):
                     break

@@ -5,6 +5,7 @@ seeds (ODRADEK_FAULT_FULL). A failing seed is printed with `python -m tests.sim 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import broker.replica_fetcher as replica_fetcher
 from broker.partition import Partition
+from tests.sim.cluster import Scenario
 from tests.sim.runner import run_one, run_seeds
 
 SEEDS = int(os.environ.get("ODRADEK_SIM_SEEDS", "100000" if os.environ.get("ODRADEK_FAULT_FULL") else "2500"))
@@ -27,8 +29,8 @@ def test_every_invariant_holds_for_every_seed() -> None:
         f"{f.failure}\n  reproduce: python -m tests.sim --seed {f.seed}" for f in summary.failures[:10])
 
 
-def _first_failure(found_within: int) -> Any:
-    summary = run_seeds(range(found_within), stop_at_first=True)
+def _first_failure(found_within: int, scenario: Scenario | None = None) -> Any:
+    summary = run_seeds(range(found_within), stop_at_first=True, scenario=scenario)
     assert summary.failures, f"no seed of {found_within} found the race: the harness cannot see it"
     return summary.failures[0]
 
@@ -56,3 +58,37 @@ def test_the_harness_finds_the_follower_that_never_catches_up_without_its_own_ep
     monkeypatch.setattr(replica_fetcher, "truncation_offset", leader_end_only)
     failure = _first_failure(1500)
     assert "did not fill again" in (failure.failure or "")
+
+
+def test_the_harness_finds_the_loop_waiting_on_disk_work_when_becoming_leader_is_not_serialised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Becoming leader read the log end offset and assigned the epoch's start on the loop while a
+    roll or truncation of the previous leadership held the log's lock in an executor: the loop
+    blocked on that disk work (and could record the epoch at a pre-truncation offset)."""
+    async def make_leader_unserialised(p: Partition, state: Any, now_ms: int) -> bool:
+        p.set_state(state)
+        p.reset_followers(now_ms)
+        p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
+        return p.maybe_increment_high_watermark()
+
+    monkeypatch.setattr(Partition, "make_leader", make_leader_unserialised)
+    failure = _first_failure(1500)
+    assert "waited on the lock of log" in (failure.failure or "")
+
+
+def test_the_harness_finds_a_cancelled_fetcher_leaving_its_disk_work_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetcher stopped by a LeaderAndIsr while its truncation or roll ran in an executor let go
+    of the partition at once; the thread still held the log's lock, and the next append on the
+    loop waited for it."""
+    async def in_executor_uncancellable_work(p: Partition, fn: Any, *args: Any) -> Any:
+        p._executor_busy += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        finally:
+            p._executor_busy -= 1
+
+    monkeypatch.setattr(Partition, "_in_executor", in_executor_uncancellable_work)
+    rolling = Scenario()  # a roll every dozen records: more disk work for a LeaderAndIsr to meet
+    rolling.broker_props["log.segment.bytes"] = 1024
+    failure = _first_failure(1500, rolling)
+    assert "waited on the lock of log" in (failure.failure or "")

@@ -146,3 +146,27 @@ def test_acks_all_checks_min_insync_replicas_against_the_committed_isr(partition
     assert p.prepare_isr_expand(F1) is not None  # pending: not yet in the ISR the append checks
     with pytest.raises(Exception, match="insufficient"):
         append(p, 1)
+
+
+def test_a_follower_fetch_at_another_leader_epoch_is_not_counted(partition: Partition) -> None:
+    """Issue #20: the Fetch handler recorded a follower's fetch offset before checking its
+    leader epoch, so a fenced follower's log end (of a log that may have diverged under another
+    leader) could move the high watermark. Kafka checks the epoch first (Partition.fetchRecords)."""
+    p = partition
+    append(p, 10)
+    assert p.follower_fetch(F1, 10, EPOCH - 1, EPOCH - 1, True, NOW) == (False, False, None)  # fenced
+    assert p.follower_fetch(F1, 10, EPOCH + 1, EPOCH, True, NOW) == (False, False, None)  # ahead of us
+    assert p.high_watermark == 0 and p.followers[F1].log_end_offset == -1
+    assert p.follower_fetch(F1, 10, EPOCH, EPOCH, True, NOW) == (True, True, None)
+    assert p.high_watermark == 10
+    assert p.follower_fetch(F1, 10, -1, EPOCH, True, NOW) == (True, False, None)  # no epoch named: counted
+
+
+def test_a_follower_whose_log_diverged_is_told_where_and_not_counted(partition: Partition) -> None:
+    p = partition
+    append(p, 10)
+    # it claims epoch EPOCH - 1 up to 12: ours starts at 0 with EPOCH (no such epoch here)
+    recorded, moved, diverging = p.follower_fetch(F1, 12, EPOCH, EPOCH - 1, True, NOW)
+    assert (recorded, moved) == (False, False) and diverging is not None
+    assert p.high_watermark == 0
+    assert p.follower_fetch(F1, 12, EPOCH, EPOCH - 1, False, NOW)[0]  # before Fetch v12: no such check

@@ -44,13 +44,17 @@ class BackgroundTasks:
 
     async def every(self, interval_ms: int, fn: Callable[[], Any], what: str) -> None:
         """Run blocking storage work ``fn`` every ``interval_ms`` in an executor (Kafka's
-        KafkaScheduler). An OSError (a full or failing disk) is one line, the next run retries;
-        anything else is logged with its traceback and the task goes on."""
+        KafkaScheduler) -- or, a coroutine function, awaited on the loop (it sends its blocking
+        parts to an executor itself). An OSError (a full or failing disk) is one line, the next
+        run retries; anything else is logged with its traceback and the task goes on."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                await loop.run_in_executor(None, fn)
+                if asyncio.iscoroutinefunction(fn):
+                    await fn()
+                else:
+                    await loop.run_in_executor(None, fn)
             except OSError as e:
                 log.error("periodic task failed", task=what, error=str(e))
             except Exception:

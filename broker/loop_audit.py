@@ -15,6 +15,11 @@ allowed to block), every such call made on the loop thread logs one warning
 site; the same call site is reported once. The appends themselves (``os.pwrite``) raise no audit
 event and are not reported: they are the one blocking write the design keeps on the loop.
 
+Lock waits too (issue #20: a lock held by disk work in an executor blocks the loop as surely as
+the disk work itself, and no syscall is made on the loop to show it): :func:`install` wraps each
+Log's lock, and the loop thread waiting more than LOCK_WAIT_REPORT_MS for one logs
+``event loop waited on a lock`` with the wait and the call site.
+
 Audit hooks cannot be removed and cost a call per audited event, so nothing is installed unless
 the environment variable is set; production never pays for it.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +39,7 @@ import structlog
 __all__ = ["ENV_VAR", "arm", "disarm", "enabled", "install"]
 
 ENV_VAR = "ODRADEK_AUDIT_LOOP_IO"
+LOCK_WAIT_REPORT_MS = 5.0  # a wait this long on the loop is a stall every client sees
 BLOCKING_EVENTS = frozenset(
     {
         "open",
@@ -108,6 +115,55 @@ def _wrap(name: str) -> None:
     setattr(os, name, wrapper)
 
 
+class _AuditedLock:
+    """A lock whose waits on the loop thread are timed (and reported past the threshold)."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self._inner = inner
+        self._name = name
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not (_armed and threading.get_ident() == _loop_thread):
+            return bool(self._inner.acquire(blocking, timeout))
+        if self._inner.acquire(False):
+            return True
+        if not blocking:
+            return False
+        started = time.monotonic()
+        got = bool(self._inner.acquire(blocking, timeout))
+        waited_ms = (time.monotonic() - started) * 1000
+        if waited_ms >= LOCK_WAIT_REPORT_MS and not getattr(_reporting, "active", False):
+            _reporting.active = True
+            try:
+                log.warning("event loop waited on a lock", lock=self._name, waited_ms=round(waited_ms, 1),
+                            site=_call_site())
+            finally:
+                _reporting.active = False
+        return got
+
+    def release(self) -> None:
+        self._inner.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _audit_log_locks() -> None:
+    """Every Log created from now on gets an audited lock."""
+    from storage.log import Log
+
+    original = Log.__init__
+
+    def init(log_: Any, *args: Any, **kwargs: Any) -> None:
+        original(log_, *args, **kwargs)
+        log_._lock = _AuditedLock(log_._lock, f"the lock of log {log_.name}")
+
+    Log.__init__ = init  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Install the hook for the calling thread (the event loop's); call once, early."""
     global _loop_thread
@@ -115,7 +171,8 @@ def install() -> None:
     sys.addaudithook(_hook)
     for name in ("fsync", "fdatasync"):
         _wrap(name)
-    log.info("auditing blocking file syscalls on the event loop thread", env=ENV_VAR)
+    _audit_log_locks()
+    log.info("auditing blocking file syscalls and lock waits on the event loop thread", env=ENV_VAR)
 
 
 def arm() -> None:

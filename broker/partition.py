@@ -4,8 +4,16 @@ the followers' fetch state, the high watermark as the lowest log end offset of t
 replicas are out of sync or may join the ISR. The ReplicaManager decides (LeaderAndIsr, ISR
 changes through the controller); a Partition keeps the state those decisions read and change.
 
-Appends and log work that must not run on the event loop (a segment roll, a truncation, DeleteRecords)
-keep their arrival order per partition: see Partition.append_records and run_exclusive.
+One serialisation point per partition (Partition._exclusive, Kafka's leaderIsrUpdateLock for what
+must not interleave): becoming leader or follower, a truncation, a follower append and a leader
+append that wait for a roll, DeleteRecords -- FIFO, so appends keep their arrival order, and
+uncontended it costs no await. Under it, file work runs in an executor (_in_executor) while the
+loop goes on; nothing on the loop then takes the log's lock for this partition (appends queue
+behind, high-watermark moves are deferred until the work ends), so the loop never waits on disk
+work through that lock. What changes outside it is owned by the loop and happens without an await
+in between: the followers' fetch state, the high watermark, the pending ISR change. The fetcher's
+appends and truncations name the leader epoch they were fetched at and are dropped when the
+partition stopped following at it while they waited. tests/sim checks all of this by simulation.
 
 ISR changes (Kafka's PartitionState: CommittedPartitionState, PendingExpandIsr, PendingShrinkIsr):
 a leader proposes an ISR change to the controller and, until the controller answers, its

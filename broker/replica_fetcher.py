@@ -33,13 +33,16 @@ from broker.fetch_session_handler import FetchPosition, FetchRequestData, FetchS
 from broker.network_client import NetworkClient, NetworkClientConfig, NetworkError
 from broker.replication_quota import UNLIMITED
 from protocol.errors import ErrorCode, error_name
-from protocol.messages import FetchRequest, FetchResponse
+from protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
+from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 
 log = structlog.get_logger("odradek.replica_fetcher")
 
 TopicPartition = tuple[str, int]
 FETCH_VERSION = 12  # last_fetched_epoch / DivergingEpoch; the highest Fetch this broker serves
+LIST_OFFSETS_VERSION = 4  # current_leader_epoch (Kafka's follower asks at its inter-broker version)
+EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps for the log start / end offset
 SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
@@ -260,12 +263,8 @@ class ReplicaFetcher:
                 try:
                     if pd.error_code == ErrorCode.NONE:
                         await self._append(tp, st, p, pd)
-                    elif pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and st.fetch_offset < pd.log_start_offset:
-                        # the leader deleted what we were to fetch next (retention): start at its log start
-                        log.info("Truncating fully: the leader's log starts after our fetch offset", topic=tp[0],
-                                 partition=tp[1], fetch_offset=st.fetch_offset, leader_log_start=pd.log_start_offset)
-                        if await p.truncate_fully_and_start_at(pd.log_start_offset, st.leader_epoch):
-                            st.fetch_offset = pd.log_start_offset
+                    elif pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        await self._reset_out_of_range(tp, st, p)
                     else:
                         log.info("Partition has an error from the leader: backing off", topic=tp[0],
                                  partition=tp[1], leader=self.leader, error=error_name(pd.error_code))
@@ -274,6 +273,50 @@ class ReplicaFetcher:
                     log.exception("Unexpected error while processing data for partition", topic=tp[0],
                                   partition=tp[1], fetch_offset=st.fetch_offset)
                     st.delayed_until = loop.time() + cfg.backoff_ms / 1000
+
+    async def _leader_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        """The leader's log start (EARLIEST) or log end (LATEST) offset, asked as a replica
+        (ListOffsets with our broker id: no isolation, the log end rather than the high
+        watermark). Raises NetworkError, or LookupError with the leader's error."""
+        cfg = self.manager.config
+        request = ListOffsetsRequest(replica_id=cfg.broker_id, isolation_level=0, topics=[ListOffsetsTopic(
+            name=tp[0], partitions=[ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=leader_epoch,
+                                                         timestamp=timestamp)])])
+        response = await self.client.send(self.leader, request, version=LIST_OFFSETS_VERSION)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            raise LookupError(error_name(answer.error_code))
+        return int(answer.offset)
+
+    async def _reset_out_of_range(self, tp: TopicPartition, st: PartitionFetchState, p: Any) -> None:
+        """The leader has no records at our fetch offset (Kafka's fetchOffsetAndTruncate): its
+        log ends before ours -- truncate to its end -- or starts after our end -- retention
+        deleted what we were to fetch next: empty our log and start at its log start. The answer
+        to our fetch carries neither offset (-1, as Kafka's), so they are asked for with
+        ListOffsets. Without this a follower that was down longer than the leader's retention
+        never caught up again (found by tests/sim with retention.bytes)."""
+        loop = asyncio.get_running_loop()
+        try:
+            leader_end = await self._leader_offset(tp, st.leader_epoch, LATEST)
+            ours = p.log.log_end_offset
+            if leader_end < ours:
+                log.warning("Truncating to the leader's log end offset: ours is past it", topic=tp[0],
+                            partition=tp[1], leader_end_offset=leader_end, log_end_offset=ours)
+                await p.truncate_to(leader_end, st.leader_epoch)
+            else:
+                leader_start = await self._leader_offset(tp, st.leader_epoch, EARLIEST)
+                if leader_start > ours:
+                    log.info("Truncating fully: the leader's log starts after our log end offset", topic=tp[0],
+                             partition=tp[1], log_end_offset=ours, leader_log_start=leader_start)
+                    await p.truncate_fully_and_start_at(leader_start, st.leader_epoch)
+        except (NetworkError, LookupError) as e:
+            log.info("Could not ask the leader for its offsets: backing off", topic=tp[0], partition=tp[1],
+                     leader=self.leader, error=str(e))
+            st.delayed_until = loop.time() + self.manager.config.backoff_ms / 1000
+            return
+        if p.follows(st.leader_epoch):
+            st.fetch_offset = p.log.log_end_offset
+            st.last_fetched_epoch = latest_epoch(p.log)
 
     async def _append(self, tp: TopicPartition, st: PartitionFetchState, p: Any, pd: Any) -> None:
         log_ = p.log

@@ -932,6 +932,23 @@ class ReplicaManager(_ZkReplicaState):
             return await op.future
         return results
 
+    async def cleanup_logs(self) -> int:
+        """Retention for every log (Kafka's LogManager.cleanupLogs, every
+        log.retention.check.interval.ms): a hosted partition's under its serialisation point
+        (Partition.run_exclusive: its appends queue behind the renames instead of the event loop
+        waiting on the log's lock, issue #20), any other log's in the executor. Returns the
+        segments deleted."""
+        now_ms = int(time.time() * 1000)
+        loop = asyncio.get_running_loop()
+        deleted = 0
+        for tp, lg in self.log_manager:
+            p = self.partitions.get(tp)
+            if p is not None and p.log is lg:
+                deleted += await p.run_exclusive(self.log_manager.cleanup_log, lg, now_ms)
+            else:
+                deleted += await loop.run_in_executor(None, self.log_manager.cleanup_log, lg, now_ms)
+        return deleted
+
     def _high_watermark_moved(self, tp: TopicPartition) -> None:
         """A partition's high watermark moved after executor work on its log ended (it waited):
         the acks=all produces and the fetches waiting on it may complete."""

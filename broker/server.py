@@ -328,7 +328,7 @@ class BrokerServer:
         if self.log_cleaner is not None:
             self.log_cleaner.startup()
         lm = self.log_manager
-        self._spawn(self.tasks.every(cfg["log.retention.check.interval.ms"], lm.cleanup_logs, "retention"))
+        self._spawn(self.tasks.every(cfg["log.retention.check.interval.ms"], self.replica_manager.cleanup_logs, "retention"))
         self._spawn(self.tasks.every(1000, lm.flush_dirty_logs, "flush"))
         self._spawn(self.tasks.every(cfg["log.flush.offset.checkpoint.interval.ms"], lm.checkpoint_recovery_points, "recovery-point checkpoint"))
         self._spawn(self.tasks.every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))

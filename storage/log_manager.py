@@ -369,14 +369,20 @@ class LogManager:
         ids idle for producer.id.expiration.ms (Kafka runs that every 10 minutes; here it runs
         with retention, every log.retention.check.interval.ms)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        deleted = 0
-        for _, lg in self:
-            with lg.unless_closed() as is_open:  # deleted meanwhile: its files are not ours
-                if is_open:
-                    deleted += lg.delete_old_segments(now_ms)
-                    lg.delete_expired_files(now_ms)
-                    lg.remove_expired_producers(now_ms)
-        return deleted
+        return sum(self.cleanup_log(lg, now_ms) for _, lg in self)
+
+    @staticmethod
+    def cleanup_log(lg: Log, now_ms: int) -> int:
+        """One log's part of :meth:`cleanup_logs` (blocking: the segments' renames hold the log's
+        lock). The broker runs it under the partition's serialisation point for a hosted one, so
+        appends queue behind it instead of the event loop waiting on that lock."""
+        with lg.unless_closed() as is_open:  # deleted meanwhile: its files are not ours
+            if not is_open:
+                return 0
+            deleted = lg.delete_old_segments(now_ms)
+            lg.delete_expired_files(now_ms)
+            lg.remove_expired_producers(now_ms)
+            return deleted
 
     def flush_partition_metadata(self) -> int:
         """Write durably (fsync, rename, fsync dir) the partition.metadata files of logs created

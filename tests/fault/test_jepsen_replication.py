@@ -33,7 +33,10 @@ The checker fails on:
   saw a value at an offset that later holds another);
 - offsets-backwards: the group's committed offset of a partition, read back, is lower than one read
   back or successfully committed before (the member never commits below what it saw: its own
-  position may go back after a rejoin, the group's committed offsets must not).
+  position may go back after a rejoin, the group's committed offsets must not);
+- idle-periods: a fault period (before the first fault, or from one fault's injection to the
+  next's) with fewer than MIN_ACKED_PER_PERIOD acks=all acknowledgements: the run tested nothing
+  there.
 Records whose send failed (indeterminate) may or may not be there; they are counted.
 
 `make test` runs two short runs (two faults each); ODRADEK_FAULT_FULL=1 (`make fault`) runs
@@ -252,7 +255,10 @@ def read_everything(cluster: NetnsCluster, deadline_s: float = 60.0) -> dict[tup
         consumer.close()
 
 
-ANOMALIES = ("lost", "moved", "duplicated", "divergent", "offsets-backwards")
+ANOMALIES = ("lost", "moved", "duplicated", "divergent", "offsets-backwards", "idle-periods")
+# each fault period must hold at least this many acks=all acknowledgements: a run whose producers
+# were stalled (or never started) would otherwise pass with nothing to lose (issue #20 §4)
+MIN_ACKED_PER_PERIOD = 10
 
 
 def offsets_backwards(group_log: list[tuple[str, int, int, float]]) -> list[tuple[int, int, int, float]]:
@@ -281,6 +287,12 @@ def check(history: History, reads: list[dict[tuple[int, int], bytes]]) -> dict[s
     divergent += [((p, o), old, new) for p, o, old, new, _t in history.seen_conflicts]
     divergent += [(at, v, final.get(at)) for at, v in history.seen.items() if at in final and final[at] != v]
     lost_seen = {v for v in history.failed if v in where}
+    starts = [t for t, _ in history.faults]
+    per_period = [0] * (len(starts) + 1)  # [before the 1st fault, after the 1st, ...]
+    for _p, _o, t in history.acked.values():
+        per_period[bisect.bisect_right(starts, t)] += 1
+    names = [BEFORE] + [name for _, name in history.faults]
+    idle = [(names[i], n) for i, n in enumerate(per_period) if n < MIN_ACKED_PER_PERIOD]
     return {
         "acked": len(history.acked), "indeterminate": len(history.failed),
         "acks1_acked": len(history.acked1), "acks1_lost": sum(v not in where for v in history.acked1),
@@ -289,7 +301,7 @@ def check(history: History, reads: list[dict[tuple[int, int], bytes]]) -> dict[s
         "group_reads": sum(k == "read" for k, *_ in history.group_log),
         "group_errors": history.group_errors, "group_rewinds": history.group_rewinds,
         "lost": lost, "moved": moved, "duplicated": duplicated, "divergent": divergent,
-        "offsets-backwards": offsets_backwards(history.group_log),
+        "offsets-backwards": offsets_backwards(history.group_log), "idle-periods": idle,
     }
 
 
@@ -656,7 +668,7 @@ def test_checker_finds_each_anomaly():
     # the group's committed offsets: read-backs that grow, a commit, another read-back at it
     h.group_log = [("read", 0, -1, 0.1), ("commit", 0, 2, 0.2), ("read", 0, 2, 0.3), ("read", 1, 5, 0.3),
                    ("commit", 1, 6, 0.4), ("read", 1, 6, 0.5)]
-    assert {k: v for k, v in check(h, [clean, dict(clean)]).items() if k in ANOMALIES} == {
+    assert {k: v for k, v in check(h, [clean, dict(clean)]).items() if k in ANOMALIES and k != "idle-periods"} == {
         "lost": {}, "moved": {}, "duplicated": {}, "divergent": [], "offsets-backwards": []}
     # b lost, c moved to offset 3 (and duplicated), e (indeterminate) present
     final = {(0, 0): b"a", (0, 1): b"e", (0, 2): b"c", (0, 3): b"c", (1, 0): b"d"}
@@ -675,3 +687,18 @@ def test_checker_finds_each_anomaly():
                    ("read", 1, 9, 1.4), ("read", 1, 7, 1.5), ("read", 1, 9, 1.6), ("commit", 2, 1, 1.7),
                    ("read", 2, -1, 1.8)]
     assert check(h, [clean])["offsets-backwards"] == [(0, 3, 4, 1.1), (1, 7, 9, 1.5), (2, -1, 1, 1.8)]
+
+
+def test_checker_requires_acknowledgements_in_every_fault_period():
+    """A period (before the first fault, or from a fault to the next) with fewer than
+    MIN_ACKED_PER_PERIOD acks=all acknowledgements is reported: it tested nothing."""
+    h = History()
+    h.acked = {b"x%d" % i: (0, i, 0.1 + i / 100) for i in range(MIN_ACKED_PER_PERIOD)}
+    h.acked |= {b"y%d" % i: (1, i, 1.0 + i / 100) for i in range(MIN_ACKED_PER_PERIOD)}
+    final = {a[:2]: v for v, a in h.acked.items()}
+    h.faults = [(0.5, "kill-leader")]
+    assert check(h, [final])["idle-periods"] == []
+    h.faults = [(0.5, "kill-leader"), (2.0, "isolate-leader")]  # nothing acknowledged after 2.0
+    assert check(h, [final])["idle-periods"] == [("isolate-leader", 0)]
+    h.faults = [(0.15, "kill-leader")]  # five before it
+    assert check(h, [final])["idle-periods"] == [(BEFORE, 5)]

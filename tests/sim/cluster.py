@@ -39,6 +39,7 @@ from typing import Any
 import structlog
 
 from broker.apis import fetch as fetch_api
+from broker.apis import list_offsets as list_offsets_api
 from broker.background import BackgroundTasks
 from broker.config import KafkaConfig
 from broker.context import RequestContext
@@ -54,6 +55,7 @@ from protocol.messages import (
     AlterPartitionResponse,
     FetchRequest,
     LeaderAndIsrRequest,
+    ListOffsetsRequest,
 )
 from protocol.messages import alter_partition_response as apr
 from protocol.messages.leader_and_isr_request import (
@@ -86,6 +88,9 @@ class Scenario:
     crash_every_s: float = 1.5  # mean time between broker crashes
     cut_every_s: float = 2.0  # mean time between link cuts
     session_timeout_ms: int = 1000
+    # retention.bytes, run every 250 ms through ReplicaManager.cleanup_logs (-1: no retention);
+    # records it deletes below a replica's log start are not required of that replica any more
+    retention_bytes: int = -1
     faults: NetworkFaults = field(default_factory=NetworkFaults)
     broker_props: dict[str, Any] = field(default_factory=lambda: {
         "min.insync.replicas": 2,
@@ -96,6 +101,19 @@ class Scenario:
         "log.segment.bytes": 4096,  # rolls (in an executor) every ~50 records
         "log.index.size.max.bytes": 4096,
     })
+
+
+    @classmethod
+    def for_seed(cls, seed: int) -> Scenario:
+        """The scenario a seed runs when none is given: sizes and rates vary with the seed, so a
+        sweep meets rolls every dozen records and rare ones, bursts and trickles, quick and slow
+        ISR shrinks."""
+        rng = random.Random(seed * 7 + 3)
+        sc = cls(produce_every_ms=rng.choice((5.0, 15.0, 40.0)))
+        sc.broker_props["log.segment.bytes"] = rng.choice((1024, 4096, 16384))
+        sc.broker_props["replica.lag.time.max.ms"] = rng.choice((500, 1000, 3000))
+        sc.retention_bytes = rng.choice((-1, -1, 4096))
+        return sc
 
 
 class Violation(AssertionError):
@@ -122,8 +140,10 @@ class SimBroker:
         self.all_tasks: set[asyncio.Task[Any]] = set()
         self.context = contextvars.copy_context()
         self.context.run(CURRENT_NODE.set, self)
+        retention = sim.scenario.retention_bytes
         self.config = KafkaConfig({"broker.id": broker_id, "log.dirs": str(sim.root / f"broker-{broker_id}"),
-                                   "zookeeper.connect": "sim:2181", **sim.scenario.broker_props})
+                                   "zookeeper.connect": "sim:2181", **sim.scenario.broker_props,
+                                   **({"log.retention.bytes": retention} if retention >= 0 else {})})
         # the brokers' endpoints and the controller; partitions are hosted by LeaderAndIsr only
         brokers = {b: BrokerInfo(b, "sim", 9000 + b) for b in (*BROKERS, CONTROLLER)}
         self.metadata_cache = MetadataCache(MetadataImage("sim", CONTROLLER, brokers))
@@ -139,6 +159,8 @@ class SimBroker:
 
     async def start(self) -> None:
         await self.replica_manager.startup()
+        if self.sim.scenario.retention_bytes >= 0:
+            self._spawn(self.tasks.every(250, self.replica_manager.cleanup_logs, "retention"))
 
     def crash(self) -> None:
         """kill -9: every task of this incarnation cancelled, nothing flushed or closed; the files
@@ -161,6 +183,9 @@ class SimBroker:
                     if p.records is not None and not isinstance(p.records, (bytes, bytearray)):
                         p.records = p.records.read()
             return response
+        if isinstance(request, ListOffsetsRequest):
+            ctx = RequestContext(self, None, RequestHeader(request_api_key=2, request_api_version=version or 4))
+            return await list_offsets_api.handle(ctx, request)
         if isinstance(request, LeaderAndIsrRequest):
             return await rm.become_leader_or_follower(0, request, version or 7)
         if isinstance(request, ProduceCall):
@@ -307,7 +332,7 @@ class Simulation:
     def __init__(self, seed: int, root: Path, scenario: Scenario | None = None, trace: bool = False) -> None:
         self.seed = seed
         self.root = root
-        self.scenario = scenario or Scenario()
+        self.scenario = scenario or Scenario.for_seed(seed)
         self.rng = random.Random(seed)
         self.tracing = trace
         self.trace: list[str] = []
@@ -609,8 +634,9 @@ class Simulation:
             else:
                 found = self.records_of(broker)
                 wanted = list(self.acked.items())
+            start = self._log_of(broker).log_start_offset  # below it: deleted by retention
             for rid, offset in wanted:
-                if found.get(offset) != rid:
+                if offset >= start and found.get(offset) != rid:
                     self.violation(f"{when}: record {rid}, acknowledged at offset {offset}, is not in the log of "
                                    f"broker {b}, which the controller's ISR {list(self.controller.state.isr)} lists "
                                    f"(it has {found.get(offset)} there, log end {self._log_of(broker).log_end_offset})")
@@ -639,7 +665,8 @@ class Simulation:
         assert self.controller is not None
         for b in self.controller.state.isr:
             records = self.records_of(self.brokers[b])
-            missing = [rid for rid, offset in self.acked.items() if records.get(offset) != rid]
+            start = self._log_of(self.brokers[b]).log_start_offset
+            missing = [rid for rid, offset in self.acked.items() if offset >= start and records.get(offset) != rid]
             if missing:
                 self.violation(f"at the end: broker {b} (in the ISR) lacks acknowledged records {missing[:10]}")
 

@@ -92,3 +92,18 @@ def test_the_harness_finds_a_cancelled_fetcher_leaving_its_disk_work_behind(monk
     rolling.broker_props["log.segment.bytes"] = 1024
     failure = _first_failure(1500, rolling)
     assert "waited on the lock of log" in (failure.failure or "")
+
+
+def test_the_harness_finds_a_follower_left_behind_by_retention_without_list_offsets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower whose fetch offset the leader's retention had deleted got OFFSET_OUT_OF_RANGE
+    -- whose answer carries no log start offset (-1, as Kafka's) -- and backed off forever: it
+    never caught up and the ISR never filled again. The fix asks the leader with ListOffsets."""
+    async def back_off(fetcher: Any, tp: Any, st: Any, p: Any) -> None:
+        st.delayed_until = asyncio.get_running_loop().time() + fetcher.manager.config.backoff_ms / 1000
+
+    monkeypatch.setattr(replica_fetcher.ReplicaFetcher, "_reset_out_of_range", back_off)
+    retention = Scenario(retention_bytes=4096)
+    retention.broker_props["log.segment.bytes"] = 1024
+    failure = _first_failure(500, retention)
+    assert "did not fill again" in (failure.failure or "")

@@ -4,6 +4,7 @@ Audit hooks cannot be removed, so each case runs in a fresh interpreter."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,67 @@ def test_follower_appends_and_truncations_do_no_file_syscall_on_the_loop(tmp_pat
                if "blocking file syscall on the event loop" in line]
     assert reports == []
     assert "epochs [(4, 10)] 11" in out.stdout, out.stdout
+
+
+RETENTION_SCRIPT = """
+import asyncio, os, sys, threading, time, uuid
+from pathlib import Path
+from broker import loop_audit
+from broker.partition import Partition
+from controller.image import PartitionState, TopicState
+from protocol.records import Record, build_batch
+from storage.config import LogConfig
+from storage.log import Log
+from storage.log_manager import LogManager
+
+loop_audit.install()  # before the Log is made: its lock is audited
+def batch():
+    return bytearray(build_batch([Record(0, 0, 0, None, b"v" * 100, [])], base_timestamp=1700000000000))
+
+log = Log.open(Path(sys.argv[1]) / "t-0", LogConfig(segment_bytes=1024, retention_bytes=1024))
+state = PartitionState(0, [1], leader=1, leader_epoch=0, isr=[1])
+partition = Partition(TopicState("t", uuid.uuid4(), {0: state}), state, log, broker_id=1)
+for _ in range(40):
+    partition.append_records_to_leader(batch(), 1, 1700000000000)
+renaming = threading.Event()
+real_replace = os.replace
+def slow_replace(src, dst):  # a slow disk: each rename of retention takes 30 ms
+    renaming.set()
+    time.sleep(0.03)
+    real_replace(src, dst)
+os.replace = slow_replace
+
+async def main():
+    loop = asyncio.get_running_loop()
+    loop_audit.arm()
+    now = 1700000000000
+    if sys.argv[2] == "executor":  # as the retention task ran before: straight into an executor
+        job = loop.run_in_executor(None, LogManager.cleanup_log, log, now)
+    else:  # under the partition's serialisation point (ReplicaManager.cleanup_logs)
+        job = asyncio.ensure_future(partition.run_exclusive(LogManager.cleanup_log, log, now))
+    await loop.run_in_executor(None, renaming.wait, 10)
+    await partition.append_records(batch(), 1, now)
+    print("deleted", await job)
+    loop_audit.disarm()
+
+asyncio.run(main())
+"""
+
+
+def test_retention_under_the_partition_serialisation_never_makes_the_loop_wait_on_the_log_lock(
+        tmp_path: Path) -> None:
+    """Issue #20: retention ran in an executor holding the log's lock while it renamed segments
+    (30 ms each here); an append on the loop took the same lock and the loop waited. Run under
+    the partition's serialisation point the append queues behind it instead. The audit reports
+    lock waits on the loop (LOCK_WAIT_REPORT_MS): it sees the old path and not the new one."""
+    def run(mode: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", RETENTION_SCRIPT, str(tmp_path / mode), mode], cwd=REPO,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "ODRADEK_AUDIT_LOOP_IO": "1"})
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "deleted " in out.stdout and "deleted 0" not in out.stdout, out.stdout
+        return [line for line in out.stderr.splitlines() + out.stdout.splitlines()
+                if "event loop waited on a lock" in line]
+
+    assert run("executor"), "the audit did not see the loop wait on the log's lock"
+    assert run("serialised") == []

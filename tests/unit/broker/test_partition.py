@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from broker.alter_partition_manager import IsrChange
-from broker.partition import Partition, alter_partition_retriable
+from broker.partition import Partition, PendingIsrChange, alter_partition_retriable
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
@@ -41,6 +41,14 @@ def partition(tmp_path: Path) -> Iterator[Partition]:
     p.reset_followers(NOW)
     yield p
     log_.close()
+
+
+def expand_to_f2(p: Partition) -> PendingIsrChange:
+    """Replica 2 fetches at the high watermark (0): its expansion into the ISR is proposed."""
+    p.update_follower_fetch_state(F2, 0, NOW)
+    pending = p.prepare_isr_expand(F2)
+    assert pending is not None
+    return pending
 
 
 def append(p: Partition, n: int) -> int:
@@ -90,9 +98,7 @@ def test_a_pending_shrink_keeps_counting_the_leaving_replica_until_the_controlle
 @pytest.mark.parametrize("code", [ErrorCode.OPERATION_NOT_ATTEMPTED, ErrorCode.INELIGIBLE_REPLICA])
 def test_a_refusal_that_applied_nothing_returns_to_the_committed_isr(partition: Partition, code: int) -> None:
     p = partition
-    p.update_follower_fetch_state(F2, 0, NOW)
-    pending = p.prepare_isr_expand(F2)
-    assert pending is not None
+    pending = expand_to_f2(p)
     assert not alter_partition_retriable(code)
     assert not p.complete_isr_change(pending, code)
     assert p.pending_isr is None and list(p.maximal_isr) == [LEADER, F1]
@@ -103,9 +109,7 @@ def test_a_refusal_that_applied_nothing_returns_to_the_committed_isr(partition: 
                                   ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
 def test_a_stale_state_stays_pending_until_the_controllers_leader_and_isr(partition: Partition, code: int) -> None:
     p = partition
-    p.update_follower_fetch_state(F2, 0, NOW)
-    pending = p.prepare_isr_expand(F2)
-    assert pending is not None
+    pending = expand_to_f2(p)
     assert not alter_partition_retriable(code)
     assert not p.complete_isr_change(pending, code)
     assert p.pending_isr is pending and list(p.maximal_isr) == [0, 1, 2]  # the controller may have it
@@ -121,9 +125,7 @@ def test_unexpected_errors_are_retried(code: int) -> None:
 
 def test_an_answer_to_a_superseded_proposal_is_ignored(partition: Partition) -> None:
     p = partition
-    p.update_follower_fetch_state(F2, 0, NOW)
-    pending = p.prepare_isr_expand(F2)
-    assert pending is not None
+    pending = expand_to_f2(p)
     p.set_state(PartitionState(0, [LEADER, F1, F2], LEADER, EPOCH + 1, [LEADER], 9))  # a new leadership
     assert not p.complete_isr_change(pending, IsrChange(EPOCH, [0, 1, 2], 8))
     assert p.isr == [LEADER] and p.state.partition_epoch == 9 and p.pending_isr is None
@@ -131,9 +133,7 @@ def test_an_answer_to_a_superseded_proposal_is_ignored(partition: Partition) -> 
 
 def test_an_answer_at_another_leader_epoch_or_an_older_partition_epoch_is_ignored(partition: Partition) -> None:
     p = partition
-    p.update_follower_fetch_state(F2, 0, NOW)
-    pending = p.prepare_isr_expand(F2)
-    assert pending is not None
+    pending = expand_to_f2(p)
     assert not p.complete_isr_change(pending, IsrChange(EPOCH + 1, [0, 1, 2], 8))
     assert not p.complete_isr_change(pending, IsrChange(EPOCH, [0, 1, 2], 6))
     assert p.pending_isr is pending and p.isr == [LEADER, F1]

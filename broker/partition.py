@@ -262,6 +262,22 @@ class Partition:
             await self._in_executor(self.log.truncate_fully_and_start_at, offset)
             return True
 
+    async def follow_log_start_offset(self, leader_log_start_offset: int, leader_epoch: int) -> bool:
+        """A follower's log start follows its leader's (Kafka's processPartitionData:
+        maybeIncrementLogStartOffset, LeaderOffsetIncremented), up to its own high watermark: what
+        the leader's retention or DeleteRecords removed is gone here too -- our copies of offsets
+        below the leader's log start may be an old leader's records the leader's epochs no longer
+        tell us to truncate (tests/sim seed 743). The epoch cache's checkpoint is written, so in an
+        executor, under the partition's serialisation point."""
+        new_start = min(leader_log_start_offset, self.log.high_watermark)
+        if new_start <= self.log.log_start_offset:
+            return False
+        async with self._exclusive():
+            if not self.follows(leader_epoch):
+                return False
+            return await self._in_executor(self.log.maybe_increment_log_start_offset, new_start,
+                                           "leader offset incremented")
+
     async def make_leader(self, state: PartitionState, now_ms: int) -> bool | None:
         """Become leader at ``state`` (Kafka's Partition.makeLeader), serialised with appends and
         truncations (:meth:`_exclusive`): the epoch starts at the log end offset once no

@@ -343,6 +343,8 @@ class ReplicaFetcher:
         st.lag = max(0, pd.high_watermark - log_.log_end_offset)
         if p.update_follower_high_watermark(pd.high_watermark, st.leader_epoch):
             self.manager.replica_manager.fetch_purgatory.check_and_complete(tp)
+        if pd.log_start_offset > log_.log_start_offset:
+            await p.follow_log_start_offset(pd.log_start_offset, st.leader_epoch)
 
 
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:

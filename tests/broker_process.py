@@ -11,9 +11,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # Broker settings for group tests: groups form at once and short sessions are allowed.
@@ -151,3 +153,20 @@ class BrokerProcess(LoggedProcess):
         self._spawn(cmd, "event='broker started'", timeout, cwd=REPO,
                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         return self
+
+
+def module_broker(name: str, overrides: Iterable[str] = ()) -> Any:
+    """A module-scoped ``broker`` fixture: one single-node broker (its log dir under a temp dir
+    named ``name``, ``overrides`` as its --override) for all of a module's tests, stopped by the
+    fixture. ``broker = module_broker("cli", ["num.partitions=1"])`` in the module."""
+    settings = list(overrides)
+
+    @pytest.fixture(scope="module")
+    def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+        b = BrokerProcess(tmp_path_factory.mktemp(name) / "data", overrides=settings).start()
+        try:
+            yield b
+        finally:
+            b.stop()
+
+    return broker

@@ -14,12 +14,11 @@ import subprocess
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.broker_process import FAST_GROUPS, BrokerProcess
+from tests.broker_process import FAST_GROUPS, BrokerProcess, module_broker
 from tests.compat.jvm import java_command, run_tool
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
@@ -41,13 +40,7 @@ API_VERSIONS = "kafka.admin.BrokerApiVersionsCommand"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("tools") / "data", overrides=FAST_GROUPS).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("tools", FAST_GROUPS)
 
 
 def tool(broker: BrokerProcess, main_class: str, *args: str) -> str:

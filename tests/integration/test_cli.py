@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_process import REPO, BrokerProcess, free_port
+from tests.broker_process import REPO, BrokerProcess, free_port, module_broker
 from tests.client_waits import poll_until_assigned
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
@@ -21,14 +21,7 @@ with warnings.catch_warnings():  # kafka-python reads its schemas with a depreca
     from kafka import KafkaConsumer, KafkaProducer
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("cli") / "data",
-                      overrides=["num.partitions=1", "group.initial.rebalance.delay.ms=0"]).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("cli", ["num.partitions=1", "group.initial.rebalance.delay.ms=0"])
 
 
 def odradek(*args: str, bootstrap: str | None = None, input: bytes | None = None,

@@ -9,12 +9,9 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.broker_process import REPO, BrokerProcess
+from tests.broker_process import REPO, BrokerProcess, module_broker
 
 DOC = REPO / "docs" / "cli.md"
 # Examples not run here, each with the reason (and where it is tested instead).
@@ -56,13 +53,7 @@ def missing_lines(expected: list[str], stdout: list[str], stderr: list[str]) -> 
     return missing
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("cli-docs") / "data").start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("cli-docs")
 
 
 def test_the_examples_parse_and_only_the_listed_ones_are_not_run() -> None:

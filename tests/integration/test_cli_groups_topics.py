@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker_process import BrokerProcess
+from tests.broker_process import BrokerProcess, module_broker
 from tests.client_waits import poll_until_assigned
 from tests.integration.test_cli import failed, ok, rows
 
@@ -21,15 +21,7 @@ with warnings.catch_warnings():
     from kafka.structs import OffsetAndMetadata
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("cli-groups") / "data",
-                      overrides=["num.partitions=1", "group.initial.rebalance.delay.ms=0",
-                                 "group.min.session.timeout.ms=200"]).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("cli-groups", ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"])
 
 
 @pytest.fixture

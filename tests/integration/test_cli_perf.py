@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,12 @@ from clients.perf_stats import (
     parse_e2e_line,
     parse_produce_line,
 )
-from tests.broker_process import REPO, BrokerProcess, free_port
+from tests.broker_process import REPO, BrokerProcess, free_port, module_broker
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("perf") / "data",
-                      overrides=["num.partitions=1", "group.initial.rebalance.delay.ms=0"]).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("perf", ["num.partitions=1", "group.initial.rebalance.delay.ms=0"])
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

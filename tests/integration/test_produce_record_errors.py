@@ -35,19 +35,13 @@ from protocol.messages import create_topics_request as ct
 from protocol.messages import list_offsets_request as lr
 from protocol.messages import produce_request as pr
 from protocol.records import LOG_APPEND_TIME, Record, build_batch
-from tests.broker_process import BrokerProcess
+from tests.broker_process import BrokerProcess, module_broker
 from tests.raw_client import RawConnection
 
 NO_KEY = "Compacted topic cannot accept message without key in topic partition {tp}"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("record-errors") / "data", overrides=["num.partitions=1"]).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+broker = module_broker("record-errors", ["num.partitions=1"])
 
 
 @pytest.fixture

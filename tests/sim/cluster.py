@@ -106,10 +106,10 @@ class Scenario:
     @classmethod
     def for_seed(cls, seed: int) -> Scenario:
         """The scenario a seed runs when none is given: sizes and rates vary with the seed, so a
-        sweep meets rolls every dozen records and rare ones, bursts and trickles, quick and slow
+        sweep meets rolls every dozen records and rare ones, busy and quiet producers, quick and slow
         ISR shrinks."""
         rng = random.Random(seed * 7 + 3)
-        sc = cls(produce_every_ms=rng.choice((5.0, 15.0, 40.0)))
+        sc = cls(produce_every_ms=rng.choice((10.0, 20.0, 40.0)))
         sc.broker_props["log.segment.bytes"] = rng.choice((1024, 4096, 16384))
         sc.broker_props["replica.lag.time.max.ms"] = rng.choice((500, 1000, 3000))
         sc.retention_bytes = rng.choice((-1, -1, 4096))
@@ -280,9 +280,12 @@ class SimController:
                 live_leaders=[])
             while True:  # the controller channel retries until the broker answers
                 try:
-                    await self.client.send(broker_id, request, version=7)
+                    answer = await self.client.send(broker_id, request, version=7)
+                    self.sim.log(f"controller: LeaderAndIsr (leader {st.leader} epoch {st.leader_epoch}) to broker "
+                                 f"{broker_id}: {answer}")
                     break
-                except NetworkError:
+                except NetworkError as e:
+                    self.sim.log(f"controller: LeaderAndIsr to broker {broker_id} failed ({e}): retrying")
                     await asyncio.sleep(0.1)
 
     async def serve(self, request: Any, version: int | None) -> Any:
@@ -341,12 +344,16 @@ class Simulation:
         self.loop.job_alive = _job_alive
         self.loop.on_lock_wait = self._on_lock_wait
         self.network = SimNetwork(self.loop, random.Random(seed ^ 0xC0FFEE), self.scenario.faults, self.log)
+        self.network.on_handler_error = self._on_handler_error
+        self.loop.set_exception_handler(self._on_loop_error)
         self.brokers: dict[int, SimBroker] = {}
         self.incarnations: list[SimBroker] = []
         self.epochs = {b: 0 for b in BROKERS}
         self.controller: SimController | None = None
         self.acked: dict[int, int] = {}  # record id -> offset
         self.committed: dict[int, int] = {}  # offset -> record id, as first seen below a high watermark
+        self.floor = 0  # see _retention_floor
+        self._failed: asyncio.Future[None] | None = None  # the first violation (see _main)
         self.stats = {"acked": 0, "crashes": 0, "cuts": 0}
         self._background: set[asyncio.Future[Any]] = set()  # the producer's sends, the restarts
 
@@ -361,6 +368,19 @@ class Simulation:
             node.all_tasks.add(task)
             task.add_done_callback(node.all_tasks.discard)
         return task
+
+    def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An exception nobody handled (a callback's, a task's never retrieved): a bug, in the
+        code under test or in the harness, ends the run -- except a Violation already raised."""
+        error = context.get("exception")
+        if isinstance(error, Violation) or (self._failed is not None and self._failed.done()):
+            return
+        with contextlib.suppress(Violation):
+            self.violation(f"unhandled: {context.get('message')}: {type(error).__name__}: {error}")
+
+    def _on_handler_error(self, node: int, request: Any, error: BaseException) -> None:
+        where = "".join(traceback.format_exception(error)[-3:]).strip().replace("\n", " | ")
+        self.violation(f"node {node} failed serving {type(request).__name__}: {type(error).__name__}: {error} ({where})")
 
     def _on_lock_wait(self, lock: SimLock) -> None:
         node = CURRENT_NODE.get()
@@ -634,12 +654,27 @@ class Simulation:
             else:
                 found = self.records_of(broker)
                 wanted = list(self.acked.items())
-            start = self._log_of(broker).log_start_offset  # below it: deleted by retention
+            lg = self._log_of(broker)
+            if lg is None:  # restarted, its LeaderAndIsr not applied yet: an empty replica
+                if wanted:
+                    self.violation(f"{when}: broker {b}, in the controller's ISR, has no log")
+                continue
+            start = max(lg.log_start_offset, self._retention_floor())
             for rid, offset in wanted:
                 if offset >= start and found.get(offset) != rid:
                     self.violation(f"{when}: record {rid}, acknowledged at offset {offset}, is not in the log of "
                                    f"broker {b}, which the controller's ISR {list(self.controller.state.isr)} lists "
                                    f"(it has {found.get(offset)} there, log end {self._log_of(broker).log_end_offset})")
+
+    def _retention_floor(self) -> int:
+        """The highest log start offset a leader has had: below it retention deleted records,
+        and what a replica still holds there (an old leader's records, perhaps, until its own
+        log start follows the leader's) is no longer anyone's to read."""
+        assert self.controller is not None
+        leader = self.brokers.get(self.controller.state.leader)
+        if leader is not None and leader.alive and (lg := self._log_of(leader)) is not None:
+            self.floor = max(self.floor, lg.log_start_offset)
+        return self.floor
 
     def check_no_divergence(self, when: str) -> None:
         for broker in self.brokers.values():
@@ -653,8 +688,9 @@ class Simulation:
                 self.violation(f"{when}: broker {broker.broker_id}'s high watermark went back from "
                                f"{broker.hw_seen} to {hw}")
             broker.hw_seen = hw
+            floor = self._retention_floor()
             for offset, rid in self.records_of(broker).items():
-                if offset >= hw:
+                if offset >= hw or offset < floor:
                     continue
                 first = self.committed.setdefault(offset, rid)
                 if first != rid:
@@ -665,7 +701,7 @@ class Simulation:
         assert self.controller is not None
         for b in self.controller.state.isr:
             records = self.records_of(self.brokers[b])
-            start = self._log_of(self.brokers[b]).log_start_offset
+            start = max(self._log_of(self.brokers[b]).log_start_offset, self._retention_floor())
             missing = [rid for rid, offset in self.acked.items() if offset >= start and records.get(offset) != rid]
             if missing:
                 self.violation(f"at the end: broker {b} (in the ISR) lacks acknowledged records {missing[:10]}")
@@ -673,6 +709,6 @@ class Simulation:
     def violation(self, message: str) -> None:
         self.log(f"VIOLATION {message}")
         error = Violation(f"seed {self.seed}: {message}")
-        if not self._failed.done():
+        if self._failed is not None and not self._failed.done():
             self._failed.set_exception(error)
         raise error

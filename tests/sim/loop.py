@@ -83,7 +83,7 @@ class SimLock:
         loop = self.loop
         if loop.running_job is not None:
             loop.job_locks.append(self)
-        elif self.held_until > loop.time() and loop.on_lock_wait is not None:
+        elif self.held_until > loop.time() + 1e-6 and loop.on_lock_wait is not None:  # (float time)
             loop.on_lock_wait(self)
 
     def __enter__(self) -> Any:

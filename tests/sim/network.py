@@ -60,6 +60,7 @@ class SimNetwork:
         self._next_arrival: dict[tuple[int, int], float] = {}  # (connection, dest) -> FIFO floor
         self._next_return: dict[tuple[int, int], float] = {}
         self._in_flight: dict[int, set[asyncio.Future[Any]]] = {}  # dest -> calls awaiting it
+        self.on_handler_error: Callable[[int, Any, BaseException], None] | None = None
 
     # -- topology -------------------------------------------------------------------------------
 
@@ -116,7 +117,14 @@ class SimNetwork:
 
     async def _serve(self, handler: Handler, src: int, dst: int, key: tuple[int, int], request: Any,
                      version: int | None, fut: asyncio.Future[Any]) -> None:
-        response = await handler(request, version)
+        try:
+            response = await handler(request, version)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a request handler that raises is a bug: the run ends on it
+            if self.on_handler_error is not None:
+                self.on_handler_error(dst, request, e)
+            raise
         if fut.done() or self.rng.random() < self.faults.loss or not self.reachable(src, dst):
             return  # the response is lost: the sender times out
         back = max(self.loop.time() + self._delay(), self._next_return.get(key, 0.0))

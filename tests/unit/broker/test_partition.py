@@ -170,3 +170,29 @@ def test_a_follower_whose_log_diverged_is_told_where_and_not_counted(partition: 
     assert (recorded, moved) == (False, False) and diverging is not None
     assert p.high_watermark == 0
     assert p.follower_fetch(F1, 12, EPOCH, EPOCH - 1, False, NOW)[0]  # before Fetch v12: no such check
+
+
+async def test_a_state_older_than_an_isr_change_accepted_meanwhile_is_skipped(partition: Partition) -> None:
+    """A LeaderAndIsr that waited for the partition (a roll or truncation in flight) while the
+    controller accepted an ISR change must not bring the old ISR back (tests/sim seed 1036: the
+    ISR never filled again)."""
+    p = partition
+    pending = expand_to_f2(p)
+    assert not p.complete_isr_change(pending, IsrChange(EPOCH, [0, 1, 2], 8))
+    stale = PartitionState(0, [LEADER, F1, F2], LEADER, EPOCH, [LEADER, F1], 7)
+    assert await p.make_leader(stale, NOW) is None and p.isr == [0, 1, 2] and p.state.partition_epoch == 8
+    assert await p.make_follower(stale) is None and p.is_leader
+    newer = PartitionState(0, [LEADER, F1, F2], F1, EPOCH + 1, [LEADER, F1], 9)
+    assert await p.make_follower(newer) == (p.log.log_end_offset, EPOCH) and not p.is_leader
+
+
+async def test_a_follower_append_or_truncation_for_an_epoch_no_longer_followed_is_dropped(
+        partition: Partition) -> None:
+    """The fetcher's data is for the epoch it fetched at: once the partition leads (or follows
+    another leader at a newer epoch) it is not written."""
+    p = partition
+    assert not await p.append_as_follower(batch(1), NOW, EPOCH)  # we lead at EPOCH
+    await p.make_follower(PartitionState(0, [LEADER, F1, F2], F1, EPOCH + 1, [F1], 9))
+    assert not await p.append_as_follower(batch(1), NOW, EPOCH)  # fetched under the old epoch
+    assert not await p.truncate_to(0, EPOCH)
+    assert p.log.log_end_offset == 0

@@ -16,7 +16,7 @@ from broker.partition import Partition
 from tests.sim.cluster import Scenario
 from tests.sim.runner import run_one, run_seeds
 
-SEEDS = int(os.environ.get("ODRADEK_SIM_SEEDS", "100000" if os.environ.get("ODRADEK_FAULT_FULL") else "2500"))
+SEEDS = int(os.environ.get("ODRADEK_SIM_SEEDS", "100000" if os.environ.get("ODRADEK_FAULT_FULL") else "2200"))
 
 
 def test_every_invariant_holds_for_every_seed() -> None:

@@ -151,17 +151,23 @@ class _AuditedLock:
         self.release()
 
 
-def _audit_log_locks() -> None:
-    """Every Log created from now on gets an audited lock."""
+def wrap_log_locks(wrap: Callable[[Any, str], Any]) -> Callable[[], None]:
+    """Every Log created from now on gets ``wrap(its lock, a name for it)`` as its lock (a test
+    aid: this audit, and tests/sim's lock-wait detector); returns what undoes it."""
     from storage.log import Log
 
     original = Log.__init__
 
     def init(log_: Any, *args: Any, **kwargs: Any) -> None:
         original(log_, *args, **kwargs)
-        log_._lock = _AuditedLock(log_._lock, f"the lock of log {log_.name}")
+        log_._lock = wrap(log_._lock, f"the lock of log {log_.name}")
 
     Log.__init__ = init  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Log.__init__ = original  # type: ignore[method-assign]
+
+    return undo
 
 
 def install() -> None:
@@ -171,7 +177,7 @@ def install() -> None:
     sys.addaudithook(_hook)
     for name in ("fsync", "fdatasync"):
         _wrap(name)
-    _audit_log_locks()
+    wrap_log_locks(_AuditedLock)
     log.info("auditing blocking file syscalls and lock waits on the event loop thread", env=ENV_VAR)
 
 

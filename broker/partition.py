@@ -283,33 +283,31 @@ class Partition:
         truncations (:meth:`_exclusive`): the epoch starts at the log end offset once no
         truncation or roll is in flight, so it is never recorded at a pre-truncation offset and
         the loop never waits on the log's lock for such work. The ISR members count as caught
-        up now; True when the high watermark moved, None when skipped (:meth:`_newer_than`)."""
+        up now; True when the high watermark moved, None when skipped (:meth:`has_newer_partition_epoch`)."""
         async with self._exclusive():
-            if self._newer_than(state):
+            if self.has_newer_partition_epoch(state.partition_epoch):
                 return None
             self.set_state(state)
             self.reset_followers(now_ms)
             self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
             return self.maybe_increment_high_watermark()
 
-    def _newer_than(self, state: PartitionState) -> bool:
-        """Our state is newer than the controller's ``state``, as of now: an ISR change it
-        accepted while ``state`` waited for this partition (Kafka's makeLeader / makeFollower
-        skip such a state; applying it would bring an old ISR back)."""
-        return state.partition_epoch < self.state.partition_epoch and state.leader_epoch <= self.state.leader_epoch
+    def has_newer_partition_epoch(self, partition_epoch: int) -> bool:
+        """Our state is newer than a controller state at ``partition_epoch`` (Kafka's makeLeader /
+        makeFollower guard): e.g. an ISR change the controller accepted while that state waited
+        for this partition; applying it would bring an old ISR back."""
+        return partition_epoch < self.state.partition_epoch
 
     async def make_follower(self, state: PartitionState) -> tuple[int, int] | None:
         """Follow at ``state`` (Kafka's Partition.makeFollower), serialised as :meth:`make_leader`:
         returns where the fetcher starts -- our log end offset and the epoch of our last batch --
         read once no truncation or roll of the previous leadership is in flight; None when
-        skipped (:meth:`_newer_than`)."""
+        skipped (:meth:`has_newer_partition_epoch`)."""
         async with self._exclusive():
-            if self._newer_than(state):
+            if self.has_newer_partition_epoch(state.partition_epoch):
                 return None
             self.set_state(state)
-            cache = self.log.leader_epoch_cache
-            latest = cache.latest_epoch if cache is not None else None
-            return self.log.log_end_offset, -1 if latest is None else latest
+            return self.log.log_end_offset, self.log.latest_epoch
 
     def update_follower_high_watermark(self, leader_high_watermark: int, leader_epoch: int) -> bool:
         """A follower's high watermark follows its leader's, capped by what it has; not while

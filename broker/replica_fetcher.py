@@ -315,8 +315,7 @@ class ReplicaFetcher:
             st.delayed_until = loop.time() + self.manager.config.backoff_ms / 1000
             return
         if p.follows(st.leader_epoch):
-            st.fetch_offset = p.log.log_end_offset
-            st.last_fetched_epoch = latest_epoch(p.log)
+            _resume_at_log_end(st, p.log)
 
     async def _append(self, tp: TopicPartition, st: PartitionFetchState, p: Any, pd: Any) -> None:
         log_ = p.log
@@ -328,15 +327,13 @@ class ReplicaFetcher:
                      log_end_offset=log_.log_end_offset)
             await p.truncate_to(target, st.leader_epoch)
             if p.follows(st.leader_epoch):  # (else a new leadership has its own fetch state)
-                st.fetch_offset = log_.log_end_offset
-                st.last_fetched_epoch = latest_epoch(log_)
+                _resume_at_log_end(st, log_)
             return
         records = pd.records
         if records:
             if not await p.append_as_follower(records, int(time.time() * 1000), st.leader_epoch):
                 return  # no longer following at this epoch: the fetch state is another's now
-            st.fetch_offset = log_.log_end_offset
-            st.last_fetched_epoch = latest_epoch(log_)
+            _resume_at_log_end(st, log_)
             quota = self.manager.replica_manager.follower_quota
             if quota.bound != UNLIMITED and quota.is_throttled(tp[1], log_.config.follower_replication_throttled_replicas):
                 quota.record(len(records))
@@ -381,11 +378,11 @@ def truncation_offset(log_: Any, leader_epoch: int, leader_end_offset: int) -> i
     return min(our_end, leader_end_offset, leo)
 
 
-def latest_epoch(log_: Any) -> int:
-    """The epoch of the last batch in the log (-1: none), what a fetch names as last fetched."""
-    cache = log_.leader_epoch_cache
-    latest = cache.latest_epoch if cache is not None else None
-    return -1 if latest is None else latest
+def _resume_at_log_end(st: PartitionFetchState, log_: Any) -> None:
+    """After an append or a truncation: the next fetch asks from our log end, naming the epoch
+    of our last batch."""
+    st.fetch_offset = log_.log_end_offset
+    st.last_fetched_epoch = log_.latest_epoch
 
 
 def _fetch_topics(data: FetchRequestData) -> list[FetchTopic]:

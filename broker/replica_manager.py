@@ -441,7 +441,7 @@ class _ZkReplicaState:
         """Kafka's Partition.makeLeader / makeFollower guard: a state older than the partition's
         current partition epoch is skipped (and said so), not applied."""
         hosted = self.partitions.get(tp)
-        if hosted is None or st.partition_epoch >= hosted.state.partition_epoch:
+        if hosted is None or not hosted.has_newer_partition_epoch(st.partition_epoch):
             return False
         self._skipped_at_newer_partition_epoch(tp, st, topic_id, role, hosted)
         return True

@@ -380,6 +380,14 @@ class Log:
     # -- offsets -------------------------------------------------------------------------------
 
     @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of the last batch (-1: none): what a follower's fetch names as its
+        last fetched epoch, and ListOffsets' epoch for the latest offset."""
+        cache = self.leader_epoch_cache
+        latest = cache.latest_epoch if cache is not None else None
+        return -1 if latest is None else latest
+
+    @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (LEO)."""
         return self._log_end_offset
@@ -1072,8 +1080,7 @@ class Log:
                     epoch = first.epoch
             return OffsetForTimestamp(self.log_start_offset, -1, epoch)
         if timestamp == LATEST_TIMESTAMP:
-            latest = cache.latest_epoch if cache is not None else None
-            return OffsetForTimestamp(self._log_end_offset, -1, -1 if latest is None else latest)
+            return OffsetForTimestamp(self._log_end_offset, -1, self.latest_epoch)
         if timestamp == MAX_TIMESTAMP:
             best: LogSegment | None = None
             for seg in self._segments:

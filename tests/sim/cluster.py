@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import random
 import shutil
 import sys
@@ -43,8 +44,9 @@ from broker.apis import list_offsets as list_offsets_api
 from broker.background import BackgroundTasks
 from broker.config import KafkaConfig
 from broker.context import RequestContext
+from broker.loop_audit import wrap_log_locks
 from broker.metadata_cache import MetadataCache
-from broker.network_client import NetworkError
+from broker.network_client import NetworkClientConfig, NetworkError
 from broker.replica_manager import ReplicaManager
 from controller.election import LeaderAndIsr, leader_for_offline, remove_replica_from_isr
 from controller.image import BrokerInfo, MetadataImage
@@ -64,7 +66,6 @@ from protocol.messages.leader_and_isr_request import (
 )
 from protocol.messages.request_header import RequestHeader
 from protocol.records import Record, build_batch, iter_batches, read_header
-from storage.log import Log
 from storage.log_manager import LogManager
 from tests.sim.loop import WALL_ORIGIN_S, SimLock, VirtualClockLoop, virtual_time
 from tests.sim.network import CURRENT_NODE, NetworkFaults, SimClient, SimNetwork
@@ -169,7 +170,6 @@ class SimBroker:
         for task in list(self.all_tasks):
             task.cancel()
         for fd in self.log_manager._locks:  # the process's locks go with it
-            import os
             os.close(fd)
         self.log_manager._locks.clear()
 
@@ -325,9 +325,7 @@ def _job_alive() -> Any:
     return lambda: not isinstance(node, SimBroker) or node.alive
 
 
-def _client_config(timeout_ms: int) -> Any:
-    from broker.network_client import NetworkClientConfig
-
+def _client_config(timeout_ms: int) -> NetworkClientConfig:
     return NetworkClientConfig(client_id="sim", request_timeout_ms=timeout_ms)
 
 
@@ -414,14 +412,8 @@ class Simulation:
         logging.disable(logging.CRITICAL)
         random_state = random.getstate()
         random.seed(self.seed)  # code under test that draws (session ids, jitter) draws the same
-        log_init = Log.__init__
         loop = self.loop
-
-        def watched_init(log_: Log, *args: Any, **kwargs: Any) -> None:
-            log_init(log_, *args, **kwargs)
-            log_._lock = SimLock(log_._lock, f"the lock of log {log_.name}", loop)  # type: ignore[assignment]
-
-        Log.__init__ = watched_init  # type: ignore[method-assign]
+        unwatch_log_locks = wrap_log_locks(lambda lock, name: SimLock(lock, name, loop))
         try:
             with virtual_time(self.loop):
                 self.loop.run_until_complete(self._main())
@@ -429,7 +421,7 @@ class Simulation:
             try:
                 self._close()
             finally:
-                Log.__init__ = log_init  # type: ignore[method-assign]
+                unwatch_log_locks()
                 random.setstate(random_state)
                 logging.disable(logging.NOTSET)
                 structlog.configure(**saved)

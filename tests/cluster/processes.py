@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller.zk.client import ZooKeeperClient
 from controller.zk.kafka_zk_client import KafkaZkClient
 from protocol.errors import ErrorCode
@@ -161,6 +163,19 @@ async def running_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
         yield c
     finally:
         await c.close()
+
+
+def cluster_fixture(*overrides: str) -> Any:
+    """A per-test ``cluster`` fixture: a started-on-demand `Cluster` with ``overrides`` for every
+    broker, all its processes stopped at teardown. ``cluster = cluster_fixture("a=b")`` in a module
+    (any name: the fixture takes the name it is assigned to)."""
+
+    @pytest.fixture
+    async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
+        async with running_cluster(zookeeper, tmp_path, overrides) as c:
+            yield c
+
+    return cluster
 
 
 def rf3_moved_off(broker: int) -> Callable[[dict[str, Any]], bool]:

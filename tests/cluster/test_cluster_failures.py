@@ -16,11 +16,8 @@ import asyncio
 import signal
 import time
 import warnings
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from protocol.errors import ErrorCode
 from protocol.messages import FindCoordinatorRequest
@@ -31,7 +28,7 @@ from tests.cluster.processes import (
     RF1,
     RF3,
     WAIT,
-    Cluster,
+    cluster_fixture,
     cluster_until,
     led_by,
     odradek,
@@ -51,10 +48,7 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
     from kafka.errors import KafkaError
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with running_cluster(zookeeper, tmp_path) as c:
-        yield c
+cluster = cluster_fixture()
 
 
 async def test_a_killed_broker_loses_its_leaderships_within_the_session_timeout(cluster):

@@ -14,11 +14,8 @@ import json
 import signal
 import time
 import warnings
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -32,11 +29,10 @@ from protocol.messages.alter_partition_reassignments_request import (
 )
 from protocol.messages.create_partitions_request import CreatePartitionsTopic
 from tests.broker_process import BrokerProcess
-from tests.cluster.processes import IDS, WAIT, Cluster, partitions, running_cluster
+from tests.cluster.processes import IDS, WAIT, cluster_fixture, partitions
 from tests.cluster.test_zk_configs import describe
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
-from tests.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -48,10 +44,7 @@ N = 200
 LAG_MS = 800
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",)) as c:
-        yield c
+cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
 
 
 def create_topic(bootstrap: str, topic: str, replicas: list[int]) -> None:
@@ -308,12 +301,8 @@ async def test_a_new_controller_resumes_a_reassignment_in_progress(cluster, tmp_
 THROTTLE = 60_000  # B/s: Kafka's rate allows ~10 windows of it as a burst, then this rate
 
 
-@pytest.fixture
-async def small_fetch_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
-    """Followers fetch at most 32 KiB per partition: a throttle can only act between fetches."""
-    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",
-                                                     "replica.fetch.max.bytes=32768")) as c:
-        yield c
+# followers fetch at most 32 KiB per partition: a throttle can only act between fetches
+small_fetch_cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}", "replica.fetch.max.bytes=32768")
 
 
 def broker_configs(broker: BrokerProcess, broker_id: int) -> dict[str, str]:

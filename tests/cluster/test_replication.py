@@ -8,8 +8,6 @@ import asyncio
 import signal
 import time
 import warnings
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +19,11 @@ from tests.cluster.processes import (
     RF3,
     WAIT,
     Cluster,
+    cluster_fixture,
     partitions,
     running_cluster,
 )
 from tests.raw_client import RawConnection
-from tests.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -39,10 +37,7 @@ N = 300
 LAG_MS = 800  # replica.lag.time.max.ms: well inside the 4 s session, so the leader acts first
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",)) as c:
-        yield c
+cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
 
 
 def produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> dict[bytes, tuple[int, int]]:

@@ -16,8 +16,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -81,23 +80,6 @@ async def eventually(check: Callable[[], Any], what: str, timeout: float = WAIT)
             raise TimeoutError(f"{what}: not within {timeout}s")
         await asyncio.sleep(0.05)
 
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """start(broker_id, zookeeper_connect, *overrides, log_dir=None) -> a started BrokerProcess
-    (blocking: run it in a thread from async tests); all stopped at teardown."""
-    started: list[BrokerProcess] = []
-
-    def start(broker_id: int, connect: str | None, *overrides: str, log_dir: Path | None = None,
-              port: int | None = None) -> BrokerProcess:
-        b = BrokerProcess(log_dir or tmp_path / f"broker-{broker_id}", port=port, overrides=overrides,
-                          zookeeper_connect=connect, broker_id=broker_id)
-        started.append(b)
-        return b.start()
-
-    yield start
-    for b in started:
-        b.stop()
 
 
 async def started(start: Callable[..., BrokerProcess], *args: Any, **kw: Any) -> BrokerProcess:

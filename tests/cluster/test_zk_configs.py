@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kazoo.client import KazooClient
 
 from controller.zk.data import ConfigEntityZNode
@@ -50,22 +48,6 @@ DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STAT
 OVERRIDE_LINE = "Processing override for entityPath: "
 KAFKA_3_9_SERVER_PROPERTIES = Path(__file__).parent / "kafka-3.9-server.properties"
 
-
-@pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
-    """start(broker_id, zookeeper_connect, *overrides) -> a started BrokerProcess (its log dir
-    kept across restarts); all stopped at teardown."""
-    started: list[BrokerProcess] = []
-
-    def start(broker_id: int | None, connect: str, *overrides: str, log_dir: Path | None = None) -> BrokerProcess:
-        b = BrokerProcess(log_dir or tmp_path / f"broker-{broker_id}", overrides=overrides,
-                          zookeeper_connect=connect, broker_id=broker_id)
-        started.append(b)
-        return b.start()
-
-    yield start
-    for b in started:
-        b.stop()
 
 
 def describe(b: BrokerProcess, resource_type: int, name: str, keys: list[str] | None = None) -> dict[str, Any]:

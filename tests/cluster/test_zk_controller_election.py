@@ -11,17 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from controller.zk.event_manager import TopicChange
-from tests.cluster.controller_env import WAIT, ControllerEnv, first_active, idle
+from tests.cluster.controller_env import WAIT, first_active, idle
 from tests.cluster.recording_broker import LEADER_AND_ISR, UPDATE_METADATA, RecordingBroker
 from tests.cluster.zk_proxy import ZkProxy
 from tests.zookeeper import ZooKeeperServer
-
-
-@pytest.fixture
-async def env(zookeeper: ZooKeeperServer) -> AsyncIterator[ControllerEnv]:
-    e = ControllerEnv(zookeeper)
-    yield e
-    await e.close()
 
 
 @pytest.fixture

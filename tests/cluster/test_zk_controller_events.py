@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from controller.zk.data import Broker, BrokerInfo, EndPoint, ReplicaAssignment
 from controller.zk.kafka_zk_client import KafkaZkClient
@@ -22,14 +19,6 @@ from tests.cluster.recording_broker import (
     UPDATE_METADATA,
     RecordingBroker,
 )
-from tests.zookeeper import ZooKeeperServer
-
-
-@pytest.fixture
-async def env(zookeeper: ZooKeeperServer) -> AsyncIterator[ControllerEnv]:
-    e = ControllerEnv(zookeeper)
-    yield e
-    await e.close()
 
 
 async def cluster(env: ControllerEnv, n: int = 3):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,14 +24,6 @@ from tests.cluster.recording_broker import (
     UPDATE_METADATA,
     RecordingBroker,
 )
-from tests.zookeeper import ZooKeeperServer
-
-
-@pytest.fixture
-async def env(zookeeper: ZooKeeperServer) -> AsyncIterator[ControllerEnv]:
-    e = ControllerEnv(zookeeper)
-    yield e
-    await e.close()
 
 
 async def ask(put: Callable[[Callable[[Any], None]], None]) -> Any:

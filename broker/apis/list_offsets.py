@@ -4,8 +4,11 @@ Timestamps: -2 earliest (log start offset), -1 latest (high watermark; last stab
 read_committed, v2+), -3 (v7, KIP-734) the offset of the record with the largest timestamp;
 otherwise the first offset whose timestamp is >= the target, or offset -1 / timestamp -1 when
 none is. Answers carry the leader epoch (v4+) of the batch found. A current_leader_epoch (v4+)
-older than ours gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH. Consumers (replica id -1)
-cannot see past the high watermark. As Kafka: a partition named twice gets INVALID_REQUEST
+older than ours gets FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH -- checked before the
+leadership, as Kafka's, so a consumer with a stale epoch asking a follower is fenced rather than
+told NOT_LEADER_OR_FOLLOWER. Only a leader answers, except a debugging client's (replica id -2)
+question, which any replica answers from its own log. Consumers (replica id -1) cannot see past
+the high watermark. As Kafka: a partition named twice gets INVALID_REQUEST
 (every time), a negative timestamp that is no sentinel of the request's version
 UNSUPPORTED_VERSION.
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from storage.log import Log
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+DEBUGGING_REPLICA_ID = -2  # ListOffsetsRequest.DEBUGGING_REPLICA_ID: may read a follower's offsets
 
 
 def check_leader_epoch(current: int, ours: int) -> None:
@@ -73,8 +77,12 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsRes
                 if p.timestamp < 0 and p.timestamp not in sentinels:
                     # -3 before v7, -4 (KIP-405) and -5 (KIP-1005) at any version we serve
                     raise KafkaProtocolError(ErrorCode.UNSUPPORTED_VERSION)
-                part = rm.get_leader_partition(t.name, p.partition_index)
+                # Kafka's Partition.getLocalLog: the epoch, then the leadership (a debugging
+                # client, replica id -2, may ask a follower)
+                part = rm.get_partition(t.name, p.partition_index)
                 check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+                if req.replica_id != DEBUGGING_REPLICA_ID and not part.is_leader:
+                    raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 log_ = part.log
                 ts = p.timestamp
                 lagging = req.replica_id == -1 and _high_watermark_lags_epoch_start(log_, part.leader_epoch)

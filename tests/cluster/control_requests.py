@@ -144,19 +144,25 @@ class Client:
         resp = await self.send(req, version)
         return resp, resp.responses[0].partition_responses[0]
 
-    async def fetch(self, topic: str, partition: int, offset: int = 0, version: int = 12) -> Any:
+    async def fetch(self, topic: str, partition: int, offset: int = 0, version: int = 12,
+                    current_leader_epoch: int = -1) -> Any:
         req = FetchRequest(max_wait_ms=0, min_bytes=0, topics=[fr.FetchTopic(topic=topic, partitions=[
-            fr.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])
+            fr.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20,
+                              current_leader_epoch=current_leader_epoch)])])
         return (await self.send(req, version)).responses[0].partitions[0]
 
-    async def list_offsets(self, topic: str, partition: int) -> Any:
-        req = ListOffsetsRequest(replica_id=-1, topics=[lo.ListOffsetsTopic(name=topic, partitions=[
-            lo.ListOffsetsPartition(partition_index=partition, timestamp=-1)])])
+    async def list_offsets(self, topic: str, partition: int, current_leader_epoch: int = -1,
+                           replica_id: int = -1) -> Any:
+        req = ListOffsetsRequest(replica_id=replica_id, topics=[lo.ListOffsetsTopic(name=topic, partitions=[
+            lo.ListOffsetsPartition(partition_index=partition, timestamp=-1,
+                                    current_leader_epoch=current_leader_epoch)])])
         return (await self.send(req, 7)).topics[0].partitions[0]
 
-    async def offset_for_leader_epoch(self, topic: str, partition: int, epoch: int) -> Any:
+    async def offset_for_leader_epoch(self, topic: str, partition: int, epoch: int,
+                                      current_leader_epoch: int = -1) -> Any:
         req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[oe.OffsetForLeaderTopic(topic=topic, partitions=[
-            oe.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch)])])
+            oe.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch,
+                                        current_leader_epoch=current_leader_epoch)])])
         return (await self.send(req, 4)).topics[0].partitions[0]
 
 

@@ -95,6 +95,18 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
         out.append(("Fetch v10 t-1", (await client.fetch("t", 1, version=10)).error_code))
         out.append(("ListOffsets t-1", (await client.list_offsets("t", 1)).error_code))
         out.append(("OffsetForLeaderEpoch t-1", (await client.offset_for_leader_epoch("t", 1, 5)).error_code))
+        # what a follower (t-1, leader epoch 5, log end 0) answers consumers (KIP-392): the leader
+        # epoch checked before the leadership; a debugging client's ListOffsets answered
+        for current in (4, 5, 6):
+            f = await client.fetch("t", 1, current_leader_epoch=current)
+            out.append((f"Fetch v12 t-1 at epoch {current}", f.error_code, f.high_watermark))
+            out.append((f"ListOffsets t-1 at epoch {current}",
+                        (await client.list_offsets("t", 1, current_leader_epoch=current)).error_code))
+            out.append((f"OffsetForLeaderEpoch t-1 at epoch {current}",
+                        (await client.offset_for_leader_epoch("t", 1, 5, current_leader_epoch=current)).error_code))
+        out.append(("Fetch v12 t-1 past its log end", (await client.fetch("t", 1, offset=5)).error_code))
+        r = await client.list_offsets("t", 1, replica_id=-2)
+        out.append(("ListOffsets t-1 from a debugging client", r.error_code, r.offset))
         # topic changes are the active controller's: this broker is not it (the test holds the seat)
         r = await client.send(CreateTopicsRequest(topics=[CreatableTopic(
             name="new", num_partitions=1, replication_factor=1, assignments=[], configs=[])], timeout_ms=5000), 7)
@@ -170,6 +182,8 @@ async def test_controller_requests_are_answered_as_kafka_39_does(zookeeper: ZooK
     # and the conversation said what it should
     answers = dict((a[0], a[1:]) for a in our_answers)
     assert answers["Produce t-1"][0] == 6 and answers["Produce t-1"][2:4] == (2, 5)  # KIP-951
+    assert [answers[f"ListOffsets t-1 at epoch {e}"] for e in (4, 5, 6)] == [(74,), (6,), (75,)]  # fenced first
+    assert answers["ListOffsets t-1 from a debugging client"] == (0, 0)
     assert answers["LeaderAndIsr, older broker epoch"][0] == 77
     assert answers["StopReplica, older leader epoch"] == ((0, [("t", 0, 74)]),)
     assert answers["CreateTopics"] == ([("new", 41, -1)],)  # NOT_CONTROLLER

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, SELECTORS
+
 LONG_MAX = 9223372036854775807
 
 
@@ -126,7 +128,8 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("replica.fetch.wait.max.ms", "int", 500, "Longest a follower's fetch waits at the leader for new records.", _at_least(0), "[0,...]"),
     D("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for at the leader before it is answered.", _at_least(1), "[1,...]"),
     D("replica.fetch.backoff.ms", "int", 1000, "Wait before a follower fetches again from a leader after an error.", _at_least(0), "[0,...]"),
-    D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper and used by rack-aware replica assignment."),
+    D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper, used by rack-aware replica assignment and by `replica.selector.class`'s rack-aware selector."),
+    D("replica.selector.class", "class", None, "The replica a consumer with `client.rack` (Fetch v11+) is sent to fetch from (KIP-392). Unset: the leader, always. `" + RACK_AWARE_REPLICA_SELECTOR + "`: an in-sync replica in the client's rack (the leader if it is one), else the leader. Other classes are refused: Odradek cannot load Java classes.", _one_of(*SELECTORS), "[null, " + ", ".join(SELECTORS) + "] (Odradek loads no Java classes: Kafka's rack-aware selector is built in)"),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
 )
 CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}

@@ -53,9 +53,11 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
 
-    def must_respond(self, has_records: bool, high_watermark: int, log_start_offset: int, error: int) -> bool:
-        """Kafka's maybeUpdateResponseData, always updating."""
-        respond = has_records
+    def must_respond(self, has_records: bool, high_watermark: int, log_start_offset: int, error: int,
+                     news: bool = False) -> bool:
+        """Kafka's maybeUpdateResponseData, always updating. `news`: the result carries a
+        preferred read replica or a diverging epoch, which the client must see."""
+        respond = has_records or news
         if self.high_watermark != high_watermark:
             respond = True
             self.high_watermark = high_watermark
@@ -95,7 +97,8 @@ class FetchContext:
 
     def select(self, results: dict[Key, Any]) -> list[Key]:
         """Which partitions go in the response, in order. `results[key]` has `records_size`,
-        `high_watermark`, `log_start_offset`, `error`. Creates the session of a full fetch."""
+        `high_watermark`, `log_start_offset`, `error`, `preferred_read_replica`, `diverging_epoch`.
+        Creates the session of a full fetch."""
         if self.kind == "error":
             return []
         if self.kind == "sessionless":
@@ -115,7 +118,8 @@ class FetchContext:
             cp = parts.get(key)
             if cp is None:
                 continue
-            if cp.must_respond(r.records_size > 0, r.high_watermark, r.log_start_offset, r.error):
+            news = r.preferred_read_replica >= 0 or r.diverging_epoch is not None
+            if cp.must_respond(r.records_size > 0, r.high_watermark, r.log_start_offset, r.error, news):
                 chosen.append(key)
                 parts[key] = parts.pop(key)  # to the back of the order
         return chosen

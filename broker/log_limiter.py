@@ -1,4 +1,5 @@
-"""A rate limit for log lines that clients can trigger at will.
+"""Limits for log lines that clients can trigger at will: a rate limit (RateLimitedLog) and a
+line per change of a per-key value (RecentValues).
 
 Why: every malformed frame, oversized request or stalled request closes one connection and is
 logged; a fuzzer or an attacker opening connections in a loop produced 104,197 warning lines in
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
-__all__ = ["RateLimitedLog"]
+__all__ = ["RateLimitedLog", "RecentValues"]
 
 
 class RateLimitedLog:
@@ -82,3 +84,23 @@ class RateLimitedLog:
             return  # no loop (unit tests): the next warning() after the interval flushes
         self._summary_scheduled = True
         loop.call_later(max(0.0, self.window_start + self.interval_s - now), self.flush)
+
+
+class RecentValues:
+    """The last value seen per key, for a log line when it changes (which replica serves a
+    consumer's partition, say) instead of one per request. At most `max_keys` keys are kept, the
+    least recently seen forgotten: a client cycling through new ids costs a line each, never
+    memory."""
+
+    def __init__(self, max_keys: int = 4096) -> None:
+        self.max_keys = max_keys
+        self._last: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def swap(self, key: Hashable, value: Any) -> Any:
+        """Record `value` for `key`; the value recorded before (None when unseen or forgotten)."""
+        last = self._last
+        previous = last.pop(key, None)
+        last[key] = value
+        if len(last) > self.max_keys:
+            last.popitem(last=False)
+        return previous

@@ -50,12 +50,15 @@ _T = TypeVar("_T")
 
 class FollowerState:
     """What a leader knows of one follower (Kafka's Replica): the log end offset its last fetch
-    asked from (-1 until it fetched under this leadership) and when it was last caught up."""
+    asked from (-1 until it fetched under this leadership), the log start offset that fetch
+    named (-1: not known), and when it was last caught up."""
 
-    __slots__ = ("last_caught_up_ms", "last_fetch_leader_log_end_offset", "last_fetch_ms", "log_end_offset")
+    __slots__ = ("last_caught_up_ms", "last_fetch_leader_log_end_offset", "last_fetch_ms", "log_end_offset",
+                 "log_start_offset")
 
     def __init__(self, last_caught_up_ms: int = 0) -> None:
         self.log_end_offset = -1
+        self.log_start_offset = -1
         self.last_caught_up_ms = last_caught_up_ms
         self.last_fetch_leader_log_end_offset = -1
         self.last_fetch_ms = 0
@@ -347,7 +350,8 @@ class Partition:
         return False
 
     def follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int, last_fetched_epoch: int,
-                       diverging_check: bool, now_ms: int) -> tuple[bool, bool, tuple[int, int] | None]:
+                       diverging_check: bool, now_ms: int,
+                       log_start_offset: int = -1) -> tuple[bool, bool, tuple[int, int] | None]:
         """A follower's fetch as this partition's leader (Kafka's Partition.fetchRecords, in its
         order): the leader epoch first -- a fetch at another epoch is not counted (its read
         answers the error) -- then whether the follower's log diverged from ours (not counted
@@ -360,7 +364,7 @@ class Partition:
         epoch_end = self.diverging_epoch(last_fetched_epoch, fetch_offset) if diverging_check else None
         if epoch_end is not None:
             return False, False, epoch_end
-        return True, self.update_follower_fetch_state(replica_id, fetch_offset, now_ms), None
+        return True, self.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset), None
 
     def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """Kafka's Partition.fetchRecords check for a follower: its last fetched epoch ends here
@@ -374,9 +378,11 @@ class Partition:
             return epoch, end
         return None
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from `fetch_offset`: it has everything before it (Kafka's
-        updateFollowerFetchState). True when that moved the high watermark."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int,
+                                    log_start_offset: int = -1) -> bool:
+        """A follower fetched from `fetch_offset`: it has everything before it, from the
+        `log_start_offset` its fetch names (Kafka's updateFollowerFetchState). True when that
+        moved the high watermark."""
         f = self.followers.get(replica_id)
         if f is None:
             f = self.followers[replica_id] = FollowerState()
@@ -390,7 +396,21 @@ class Partition:
         f.last_fetch_leader_log_end_offset = leo
         f.last_fetch_ms = now_ms
         f.log_end_offset = fetch_offset
+        f.log_start_offset = log_start_offset
         return self.maybe_increment_high_watermark()
+
+    def read_replica_candidates(self, fetch_offset: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """The followers a leader may send a consumer at `fetch_offset` to (Kafka's
+        findPreferredReadReplica): in the committed ISR and holding that offset by their last
+        fetch, as (broker id, log end offset, ms since last caught up). Empty unless leader."""
+        if not self.is_leader:
+            return []
+        out = []
+        for r in self.state.isr:
+            f = self.followers.get(r)
+            if r != self.broker_id and f is not None and f.log_start_offset <= fetch_offset <= f.log_end_offset:
+                out.append((r, f.log_end_offset, now_ms - f.last_caught_up_ms))
+        return out
 
     def reset_followers(self, now_ms: int) -> None:
         """Becoming leader: the ISR members count as caught up now (Kafka's makeLeader), so they

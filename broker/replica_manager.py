@@ -39,6 +39,7 @@ from broker.alter_partition_manager import AlterPartitionManager
 from broker.delayed_fetch import DelayedFetch
 from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
+from broker.log_limiter import RecentValues
 from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition import Partition, PendingIsrChange, alter_partition_retriable
@@ -48,6 +49,7 @@ from broker.replica_fetcher import (
     PartitionFetchState,
     ReplicaFetcherManager,
 )
+from broker.replica_selector import ClientMetadata, preferred_read_replica, replica_selector
 from broker.replication_quota import UNLIMITED, ReplicationQuotaManager
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
@@ -610,6 +612,10 @@ class ReplicaManager(_ZkReplicaState):
         self.alter_partition_manager = AlterPartitionManager(
             self.broker_id, lambda: server.broker_epoch, self._controller_address, cfg["request.timeout.ms"],
             client_factory)
+        # KIP-392: which replica consumers are sent to fetch from (None: the leader, always)
+        self.replica_selector = replica_selector(cfg["replica.selector.class"])
+        # the replica each rack-aware consumer's partition was last served by (log lines on change)
+        self.read_replicas = RecentValues()
 
     def _controller_address(self) -> tuple[int, str, int] | None:
         cid = self.image.controller_id
@@ -656,7 +662,7 @@ class ReplicaManager(_ZkReplicaState):
                 continue
             recorded, hw_moved, epoch_end = p.follower_fetch(
                 replica_id, preq.fetch_offset, preq.current_leader_epoch, preq.last_fetched_epoch, diverging_check,
-                now_ms)
+                now_ms, preq.log_start_offset)
             if epoch_end is not None:
                 diverging[key] = epoch_end
             if hw_moved:
@@ -665,6 +671,20 @@ class ReplicaManager(_ZkReplicaState):
             if recorded:
                 self.maybe_expand_isr(p, replica_id)
         return diverging
+
+    def find_preferred_read_replica(self, p: Partition, client: ClientMetadata, fetch_offset: int,
+                                    now_ms: int) -> int | None:
+        """The follower a consumer's fetch of `p` at `fetch_offset` should go to, or None: read
+        here (Kafka's findPreferredReadReplica; broker.replica_selector says which replicas are
+        offered). Only a leader with a selector configured answers one."""
+        selector = self.replica_selector
+        if selector is None or not p.is_leader:
+            return None
+        brokers = self.image.brokers
+        racks = {r: b.rack for r in p.state.replicas
+                 if (b := brokers.get(r)) is not None and b.endpoint(client.listener_name) is not None}
+        return preferred_read_replica(selector, p.tp, client, self.broker_id, p.log.log_end_offset,
+                                      p.read_replica_candidates(fetch_offset, now_ms), racks)
 
     def should_leader_throttle(self, p: Partition, replica_id: int) -> bool:
         """Kafka's ReplicationQuotaManager check on the leader (shouldLeaderThrottle): a follower

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +77,15 @@ class LoggedProcess:
             found[:] = [line for line in self.lines[after:] if text in line][:1]
             return bool(found)
 
-        with self._new_line:
-            if not self._new_line.wait_for(seen, timeout):
-                raise TimeoutError(f"no log line containing {text!r} within {timeout}s")
+        if not self.wait_until(seen, timeout):
+            raise TimeoutError(f"no log line containing {text!r} within {timeout}s")
         return found[0]
+
+    def wait_until(self, check: Callable[[], bool], timeout: float) -> bool:
+        """Block until `check()` (about `self.lines`) holds, re-checked at each new log line;
+        False when it still does not after `timeout` seconds."""
+        with self._new_line:
+            return self._new_line.wait_for(check, timeout)
 
     def log_text(self) -> str:
         return "\n".join(self.lines)

@@ -17,10 +17,20 @@
 * Replication throttle (broker.replication_quota): a follower outside the ISR gets no records of
   a partition its topic's leader.replication.throttled.replicas names for this broker while the
   leader's throttled byte rate is over leader.replication.throttled.rate.
-* A follower serves consumers too from v11 (KIP-392: those versions carry client metadata, and
-  Kafka's FetchParams.fetchOnlyLeader is false for them), up to its high watermark; before v11,
-  and for a broker that is no replica, NOT_LEADER_OR_FOLLOWER. (On a single node every hosted
-  partition is led here, so this changes nothing there.)
+* Fetch from the closest replica (KIP-392). A follower serves consumers too from v11 (those
+  versions carry client metadata, and Kafka's FetchParams.fetchOnlyLeader is false for them), up
+  to the high watermark it knows (its leader's, as its last fetch brought it): a fetch offset
+  above it and up to its log end gets no records (the fetch waits in the purgatory for the high
+  watermark to move; Kafka's DelayedFetch answers it empty at once), one past its log end
+  OFFSET_OUT_OF_RANGE and a stale current_leader_epoch FENCED_LEADER_EPOCH, both of which send
+  Kafka's clients back to the leader. Before v11 a consumer
+  gets NOT_LEADER_OR_FOLLOWER from a follower; a debugging client (replica id -2) reads any
+  replica up to its log end, as Kafka's. With `replica.selector.class` set, a leader answers a
+  consumer's v11+ fetch whose partition the selector gives to a follower (broker.replica_selector:
+  an in-sync replica in the client's rack) with that follower's id in preferred_read_replica,
+  no records and at once, instead of reading. Operators see it in the log: the leader writes a
+  line when the replica it sends a client's partition to changes (to a follower, or back to
+  itself), a follower when it first serves a client's partition records.
 * Records go out as read from the segment files: opaque bytes, never per-record objects. A
   partition's records of at least STREAM_MIN_BYTES stay a file region (FileRecords) in the
   response, which the connection sends with sendfile when it is its turn (broker.network), so a
@@ -39,6 +49,7 @@ from broker.apis.list_offsets import check_leader_epoch
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.fetch_session import PartitionRequest
+from broker.replica_selector import NO_PREFERRED_REPLICA, ClientMetadata
 from broker.replication_quota import UNLIMITED
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import FetchRequest, FetchResponse
@@ -54,6 +65,39 @@ log = structlog.get_logger("odradek.fetch")
 
 # below this a pread into memory is cheaper than a sendfile round (and bounded anyway)
 STREAM_MIN_BYTES = 64 * 1024
+CONSUMER_REPLICA_ID = -1  # FetchRequest.CONSUMER_REPLICA_ID; -2 is a debugging client's
+# what a read may return up to (Kafka's FetchIsolation)
+LOG_END, HIGH_WATERMARK, TXN_COMMITTED = "log_end", "high_watermark", "txn_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What every partition read of one Fetch shares (Kafka's FetchParams)."""
+
+    replica_id: int
+    isolation: str
+    client: ClientMetadata | None  # consumers' fetches from v11 (KIP-392's client metadata)
+
+    @classmethod
+    def of(cls, ctx: RequestContext, req: FetchRequest) -> FetchParams:
+        consumer = req.replica_id == CONSUMER_REPLICA_ID
+        isolation = (LOG_END if not consumer else TXN_COMMITTED if req.isolation_level == 1 else HIGH_WATERMARK)
+        client = None
+        if ctx.version >= 11 and req.replica_id < 0:
+            conn = ctx.connection
+            client = ClientMetadata(rack_id=req.rack_id or "", client_id=ctx.client_id or "",
+                                    client_address=conn.peer if conn is not None else "",
+                                    listener_name=conn.listener.name if conn is not None else "")
+        return cls(req.replica_id, isolation, client)
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+    @property
+    def only_leader(self) -> bool:
+        """A follower's fetch, and a consumer's without client metadata (before v11)."""
+        return self.replica_id >= 0 or (self.replica_id == CONSUMER_REPLICA_ID and self.client is None)
 
 
 @dataclass(slots=True)
@@ -66,9 +110,11 @@ class PartitionResult:
     records_size: int = 0
     aborted: list[Any] | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower that diverged
+    preferred_read_replica: int = NO_PREFERRED_REPLICA  # KIP-392: fetch from that follower instead
 
 
-def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[str, int], PartitionRequest],
+def read_partitions(ctx: RequestContext, req: FetchRequest, params: FetchParams,
+                    parts: dict[tuple[str, int], PartitionRequest],
                     diverging: dict[tuple[str, int], tuple[int, int]] | None = None,
                     ) -> dict[tuple[str, int], PartitionResult]:
     """Read every partition once, sharing the response byte budget in order (Kafka's readFromLog).
@@ -79,7 +125,7 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     min_one = True
     out: dict[tuple[str, int], PartitionResult] = {}
     for key, preq in parts.items():
-        res = read_partition(ctx, req, key, preq, max(0, min(preq.max_bytes, budget)), min_one, diverging)
+        res = read_partition(ctx, params, key, preq, max(0, min(preq.max_bytes, budget)), min_one, diverging)
         if res.records_size:
             budget -= res.records_size
             min_one = False
@@ -87,25 +133,29 @@ def read_partitions(ctx: RequestContext, req: FetchRequest, parts: dict[tuple[st
     return out
 
 
-def read_partition(ctx: RequestContext, req: FetchRequest, key: tuple[str, int], preq: PartitionRequest, limit: int,
-                   min_one: bool, diverging: dict[tuple[str, int], tuple[int, int]] | None) -> PartitionResult:
+def read_partition(ctx: RequestContext, params: FetchParams, key: tuple[str, int], preq: PartitionRequest,
+                   limit: int, min_one: bool,
+                   diverging: dict[tuple[str, int], tuple[int, int]] | None) -> PartitionResult:
     """One partition's read, at most `limit` bytes (at least one batch when `min_one`)."""
     rm = ctx.server.replica_manager
-    read_committed = req.isolation_level == 1
-    # Kafka checks the epoch before the leadership (Partition.getLocalLog)
-    from_follower = req.replica_id >= 0
-    only_leader = ctx.version < 11 or from_follower
     res = PartitionResult()
     try:
         part = rm.get_partition(*key)
+        # Kafka checks the epoch before the leadership (Partition.getLocalLog)
         check_leader_epoch(preq.current_leader_epoch, part.leader_epoch)
-        if only_leader and not part.is_leader:
+        if params.only_leader and not part.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log_ = part.log
         res.high_watermark = log_.high_watermark
         res.last_stable_offset = log_.last_stable_offset
         res.log_start_offset = log_.log_start_offset
-        if from_follower:
+        if params.client is not None and rm.replica_selector is not None:
+            preferred = rm.find_preferred_read_replica(part, params.client, preq.fetch_offset, int(time.time() * 1000))
+            if preferred is not None:  # no read: the consumer fetches there next (Kafka's readFromLog)
+                res.preferred_read_replica = preferred
+                res.records = b""
+                return res
+        if params.from_follower:
             # a follower reads past the high watermark, up to the log end (Kafka's
             # FetchIsolation.LOG_END), unless its log diverged from ours: then it is told
             # where our copy of its last epoch ends, to truncate there (KIP-595 / Fetch v12)
@@ -115,18 +165,20 @@ def read_partition(ctx: RequestContext, req: FetchRequest, key: tuple[str, int],
                 res.records = b""
                 return res
             upper = log_.log_end_offset
-            if rm.should_leader_throttle(part, req.replica_id):
+            if rm.should_leader_throttle(part, params.replica_id):
                 res.records = b""  # this follower waits for the throttled rate to fall
                 return res
+        elif params.isolation == LOG_END:  # a debugging client
+            upper = log_.log_end_offset
         else:
-            upper = res.last_stable_offset if read_committed else res.high_watermark
+            upper = res.last_stable_offset if params.isolation == TXN_COMMITTED else res.high_watermark
         info = log_.read(preq.fetch_offset, limit, upper, min_one)
         slice_ = info.records
         size = slice_.size if slice_ is not None else 0
         if size:
             res.records = slice_
             res.records_size = size
-            if read_committed:
+            if params.isolation == TXN_COMMITTED:
                 res.aborted = [
                     AbortedTransaction(producer_id=pid, first_offset=first)
                     for pid, first in log_.collect_aborted_transactions(preq.fetch_offset, upper)
@@ -164,7 +216,7 @@ def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int]
                 last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
                 aborted_transactions=r.aborted,
-                preferred_read_replica=-1,
+                preferred_read_replica=r.preferred_read_replica,
                 records=_records(r),
                 **({"diverging_epoch": EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])}
                    if r.diverging_epoch is not None else {}),
@@ -207,19 +259,23 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     )
     if fctx.error:
         return build_response(ctx, fctx, {})
+    params = FetchParams.of(ctx, req)
     diverging = (rm.record_follower_fetch(req.replica_id, fctx.partitions, ctx.version >= 12, now_ms)
                  if req.replica_id >= 0 else None)
-    results = read_partitions(ctx, req, fctx.partitions, diverging)
+    results = read_partitions(ctx, req, params, fctx.partitions, diverging)
     if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
         parts = fctx.partitions
         limit = req.max_bytes if ctx.version >= 3 else 2**31 - 1
         results = await rm.delayed_fetch(
             list(parts), req.max_wait_ms, req.min_bytes, results,
-            lambda key: read_partition(ctx, req, key, parts[key], min(parts[key].max_bytes, limit), True, diverging),
-            lambda: read_partitions(ctx, req, parts, diverging),
+            lambda key: read_partition(ctx, params, key, parts[key], min(parts[key].max_bytes, limit), True,
+                                       diverging),
+            lambda: read_partitions(ctx, req, params, parts, diverging),
         )
     if req.replica_id >= 0 and rm.leader_quota.bound != UNLIMITED:
         _record_throttled_bytes(rm, results)
+    if params.client is not None:
+        _log_read_replicas(rm, params.client, results)
     response = build_response(ctx, fctx, results)
     if req.replica_id >= 0 and fctx.kind == "full" and response.session_id:
         # once per follower and leadership change or restart, unless its fetches stopped using
@@ -242,6 +298,39 @@ def _record_throttled_bytes(rm: Any, results: dict[tuple[str, int], PartitionRes
     quota.record(total)
 
 
+def _log_read_replicas(rm: Any, client: ClientMetadata, results: dict[tuple[str, int], PartitionResult]) -> None:
+    """Which broker serves a consumer's partitions, for operators (a line per change, not per
+    fetch): on the leader, when the replica it sends a rack-aware client's partition to changes;
+    on a follower, when it first serves a client's partition records."""
+    seen = rm.read_replicas
+    selecting = rm.replica_selector is not None and bool(client.rack_id)
+    for key, r in results.items():
+        part = rm.partitions.get(key) if not r.error else None
+        if part is None:
+            continue
+        if part.is_leader:
+            if not selecting:
+                continue
+            replica = r.preferred_read_replica
+            before = seen.swap(("preferred", client.client_id, client.rack_id, key), replica)
+            if replica != NO_PREFERRED_REPLICA and before != replica:
+                log.info("Sending a consumer to its preferred read replica", preferred_read_replica=replica,
+                         **_client_fields(key, client))
+            elif replica == NO_PREFERRED_REPLICA and before not in (None, NO_PREFERRED_REPLICA):
+                log.info("A consumer reads from the leader again", previous_read_replica=before,
+                         **_client_fields(key, client))
+        elif r.records_size and seen.swap(("served", client.client_id, client.rack_id, key), True) is None:
+            log.info("Serving a consumer's fetches as a follower", leader=part.state.leader,
+                     high_watermark=r.high_watermark, **_client_fields(key, client))
+
+
+def _client_fields(key: tuple[str, int], client: ClientMetadata) -> dict[str, Any]:
+    return {"topic": key[0], "partition": key[1], "client_id": client.client_id, "client_rack": client.rack_id,
+            "client_address": client.client_address}
+
+
 def _enough(results: dict[tuple[str, int], PartitionResult], min_bytes: int) -> bool:
-    """Answer now: enough bytes, or an error a client must see."""
-    return any(r.error for r in results.values()) or sum(r.records_size for r in results.values()) >= min_bytes
+    """Answer now: enough bytes, an error a client must see, or a preferred read replica (the
+    consumer is to fetch elsewhere: Kafka answers those at once)."""
+    return (any(r.error or r.preferred_read_replica != NO_PREFERRED_REPLICA for r in results.values())
+            or sum(r.records_size for r in results.values()) >= min_bytes)

@@ -46,8 +46,10 @@ RF1 = {p: [IDS[p]] for p in range(3)}
 class Cluster:
     """ZooKeeper + brokers 1-3 (their ports fixed, so a restarted broker keeps its address)."""
 
-    def __init__(self, zookeeper: ZooKeeperServer, root: Path, overrides: tuple[str, ...] = ()) -> None:
+    def __init__(self, zookeeper: ZooKeeperServer, root: Path, overrides: tuple[str, ...] = (),
+                 per_broker: dict[int, tuple[str, ...]] | None = None) -> None:
         self.overrides = overrides  # broker settings of the test, for every broker
+        self.per_broker = per_broker or {}  # and for one broker (its broker.rack, say)
         self.connect = zookeeper.connect_string(CHROOT)
         self.root = root
         self.ports = {i: free_port() for i in IDS}
@@ -57,7 +59,8 @@ class Cluster:
     async def start(self, i: int) -> BrokerProcess:
         b = BrokerProcess(self.root / f"broker-{i}", port=self.ports[i], zookeeper_connect=self.connect, broker_id=i,
                           overrides=[f"zookeeper.session.timeout.ms={SESSION_MS}", "offsets.topic.replication.factor=1",
-                                     "controlled.shutdown.retry.backoff.ms=500", *self.overrides])
+                                     "controlled.shutdown.retry.backoff.ms=500", *self.overrides,
+                                     *self.per_broker.get(i, ())])
         self.brokers[i] = b
         return await asyncio.to_thread(b.start)
 
@@ -155,10 +158,10 @@ def led_by(view: dict[str, Any], broker: int) -> set[tuple[str, int]]:
 
 
 @contextlib.asynccontextmanager
-async def running_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
-                          overrides: tuple[str, ...] = ()) -> AsyncIterator[Cluster]:
+async def running_cluster(zookeeper: ZooKeeperServer, tmp_path: Path, overrides: tuple[str, ...] = (),
+                          per_broker: dict[int, tuple[str, ...]] | None = None) -> AsyncIterator[Cluster]:
     """A Cluster whose processes are all stopped at the end (the tests' fixture)."""
-    c = Cluster(zookeeper, tmp_path, overrides)
+    c = Cluster(zookeeper, tmp_path, overrides, per_broker)
     try:
         yield c
     finally:

@@ -28,8 +28,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       partition without a leader wait for it); each acknowledgement prints
  *       {@code ack <partition> <offset> <value>}, each failure {@code err <value> <exception>}; at
  *       end of input it flushes, closes and prints {@code done}.
- *   <li>{@code FollowLeaders consume <bootstrap> <topic>}: assigns every partition (no group), reads
- *       from the beginning and prints {@code rec <partition> <offset> <value>} until stdin closes.
+ *   <li>{@code FollowLeaders consume <bootstrap> <topic> [<key>=<value> ...]}: assigns every partition
+ *       (no group), reads from the beginning and prints {@code rec <partition> <offset> <value>} until
+ *       stdin closes; the optional consumer settings come last (e.g. {@code client.rack=r2}).
  * </ul>
  */
 public final class FollowLeaders {
@@ -38,7 +39,12 @@ public final class FollowLeaders {
         if (mode.equals("produce")) {
             produce(bootstrap, topic);
         } else {
-            consume(bootstrap, topic);
+            Properties extra = new Properties();
+            for (int i = 3; i < args.length; i++) {
+                String[] kv = args[i].split("=", 2);
+                extra.put(kv[0], kv[1]);
+            }
+            consume(bootstrap, topic, extra);
         }
     }
 
@@ -73,13 +79,14 @@ public final class FollowLeaders {
         println("done");
     }
 
-    static void consume(String bootstrap, String topic) throws Exception {
+    static void consume(String bootstrap, String topic, Properties extra) throws Exception {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.putAll(extra);
         AtomicBoolean stop = new AtomicBoolean();
         Thread stdin = new Thread(() -> {
             try {

@@ -66,3 +66,14 @@ def test_read_properties_continuations() -> None:
 
 def test_configuration_doc_is_current() -> None:
     assert reference_markdown() in (REPO / "docs" / "configuration.md").read_text()
+
+
+def test_replica_selector_class_is_kafkas_rack_aware_one_or_unset() -> None:
+    """KIP-392: unset (Kafka's null) means consumers read from leaders; Kafka's class name turns
+    the rack-aware selector on; any other class is refused at start, saying why (no Java here)."""
+    assert KafkaConfig({})["replica.selector.class"] is None
+    rack_aware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert KafkaConfig({"replica.selector.class": rack_aware})["replica.selector.class"] == rack_aware
+    for wrong in ("com.example.ClosestSelector", "RackAwareReplicaSelector", ""):
+        with pytest.raises(ConfigError, match=r"replica\.selector\.class.*loads no Java classes"):
+            KafkaConfig({"replica.selector.class": wrong})

@@ -19,15 +19,20 @@ def pos(offset: int, epoch: int = 1) -> FetchPosition:
                          last_fetched_epoch=epoch, max_bytes=1 << 20)
 
 
-def serve(cache: FetchSessionCache, data: FetchRequestData, news: set[tuple[str, int]]) -> tuple[int, int, set]:
+def serve(cache: FetchSessionCache, data: FetchRequestData, news: set[tuple[str, int]],
+          preferred: dict[tuple[str, int], int] | None = None,
+          diverging: frozenset[tuple[str, int]] = frozenset()) -> tuple[int, int, set]:
     """The leader's answer to `data`: (error, session id, partitions in the response); `news` are
-    the partitions with new records."""
+    the partitions with new records, `preferred` those answered with a preferred read replica,
+    `diverging` those answered with a diverging epoch."""
     fetch = {tp: PartitionRequest(fetch_offset=p.fetch_offset, max_bytes=p.max_bytes) for tp, p in data.to_send.items()}
     fctx = cache.new_context(data.session_id, data.epoch, fetch, data.to_forget, True, 0)
     if fctx.error:
         return fctx.error, 0, set()
     results = {tp: SimpleNamespace(records_size=100 if tp in news else 0, high_watermark=5, log_start_offset=0,
-                                   error=0) for tp in fctx.partitions}
+                                   error=0, preferred_read_replica=(preferred or {}).get(tp, -1),
+                                   diverging_epoch=(1, 3) if tp in diverging else None)
+               for tp in fctx.partitions}
     chosen = fctx.select(results)
     return 0, fctx.response_session_id, set(chosen)
 
@@ -53,6 +58,21 @@ def test_full_then_incremental_naming_only_what_moved() -> None:
     assert handler.handle_response(error, sid, answered)
     # a new leader epoch is a change too, even at the same offset
     assert set(handler.build({A: pos(3, epoch=2), C: pos(7)}).to_send) == {A}
+
+
+def test_an_incremental_response_names_a_preferred_read_replica_or_a_diverging_epoch() -> None:
+    """Kafka's maybeUpdateResponseData: a partition whose answer carries a preferred read replica
+    (KIP-392) or a diverging epoch is in the response though its high watermark and log start did
+    not move and it has no records -- else the consumer would never learn where to fetch (fails
+    without `news` in CachedPartition.must_respond)."""
+    cache, handler = FetchSessionCache(), FetchSessionHandler()
+    first = handler.build({A: pos(0), B: pos(0), C: pos(0)})
+    error, sid, answered = serve(cache, first, news=set())
+    assert handler.handle_response(error, sid, answered)
+    second = handler.build({A: pos(0), B: pos(0), C: pos(0)})
+    assert second.session_id == sid and not second.full
+    error, _, answered = serve(cache, second, news=set(), preferred={A: 2}, diverging=frozenset({B}))
+    assert answered == {A, B}  # C: nothing new
 
 
 def test_a_leader_that_lost_the_session_gets_a_full_fetch_next() -> None:

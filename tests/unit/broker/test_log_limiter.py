@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.log_limiter import RateLimitedLog
+from broker.log_limiter import RateLimitedLog, RecentValues
 
 
 class Recorder:
@@ -52,3 +52,15 @@ def test_errors_share_the_quota_and_name_what_was_suppressed() -> None:
     now[0] = 1.0
     limiter.flush()
     assert levels == ["error:handler failed"] * 2 + ["warning:suppressed warnings about failed handlers"]
+
+
+def test_recent_values_say_what_changed_and_forget_the_least_recent() -> None:
+    seen = RecentValues(max_keys=2)
+    assert seen.swap("a", 2) is None  # first sight
+    assert seen.swap("a", 2) == 2  # unchanged: the caller writes no line
+    assert seen.swap("a", -1) == 2  # changed
+    seen.swap("b", 1)
+    seen.swap("a", -1)  # "a" used more recently than "b"
+    seen.swap("c", 1)  # over max_keys: "b" forgotten, not "a"
+    assert seen.swap("b", 1) is None
+    assert seen.swap("c", 1) == 1

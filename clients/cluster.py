@@ -34,6 +34,7 @@ from typing import Any
 import click
 
 from clients.common import admin_client, parse_pairs
+from clients.reachability import unanswered
 from clients.zookeeper_server import READY_MARKER, serves, write_config, zookeeper_command
 
 CLUSTER_FILE = "cluster.json"
@@ -206,9 +207,14 @@ def status(directory: Path, timeout_s: float) -> None:
         raise click.ClickException(f"no cluster in {directory} (no {CLUSTER_FILE})")
     zk = state["zookeeper"]
     click.echo(f"ZooKeeper {zk['connect']}: {'running' if _alive(zk['pid']) else 'NOT RUNNING'} (pid {zk['pid']})")
-    live = [b for b in state["brokers"] if _alive(b["pid"])]
+    running = [b for b in state["brokers"] if _alive(b["pid"])]
+    # a broker that does not answer is down now, whatever ZooKeeper still says (issue #21)
+    silent = unanswered((("127.0.0.1", b["port"]) for b in running), timeout_s)
+    live = [b for b in running if ("127.0.0.1", b["port"]) not in silent]
     for b in state["brokers"]:
-        click.echo(f"broker {b['id']} 127.0.0.1:{b['port']}: {'running' if b in live else 'NOT RUNNING'} (pid {b['pid']})")
+        why = silent.get(("127.0.0.1", b["port"]))
+        shown = "running" if b in live else f"NOT ANSWERING: {why}" if b in running else "NOT RUNNING"
+        click.echo(f"broker {b['id']} 127.0.0.1:{b['port']}: {shown} (pid {b['pid']})")
     if not live:
         return
     bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in live)

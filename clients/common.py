@@ -8,7 +8,9 @@ exits non-zero with one line saying what went wrong, never a traceback: an opera
 
 from __future__ import annotations
 
+import functools
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -88,24 +90,67 @@ def kafka_errors(bootstrap: str) -> Iterator[None]:
                 f"cannot reach a broker at {bootstrap} (is it running? set --bootstrap-server "
                 f"or ${BOOTSTRAP_ENV})") from None
         raise click.ClickException(error_text(e)) from None
+    except (Errors.KafkaConnectionError, Errors.NodeNotReadyError) as e:
+        # the one broker a request must go to (a group's coordinator, a partition's leader)
+        raise click.ClickException(
+            f"the broker this request must go to does not answer ({type(e).__name__}: {e}); its "
+            "partitions and groups move to other brokers when its ZooKeeper session expires") from None
     except Errors.KafkaError as e:
         raise click.ClickException(error_text(e)) from None
     except ValueError as e:  # kafka-python's client-side checks, e.g. an illegal topic name
         raise click.ClickException(str(e)) from None
 
 
+@functools.cache
+def _make_operator_admin(base: type) -> type:
+    """KafkaAdminClient that keeps away from brokers that do not answer (clients.reachability):
+    they are named once on standard error and backed off for the whole command, so a request
+    for "any broker" goes to a live one and per-broker fan-outs (ListGroups) skip them."""
+
+    class OperatorAdmin(base):  # type: ignore[misc, valid-type]
+        unreachable: dict[int, str]  # node id -> "host:port"
+
+        def avoid_unreachable(self, bootstrap: str, timeout_s: float) -> None:
+            from clients.reachability import split_address, unanswered, warn
+
+            manager = self._manager
+            nodes = {(b.host, b.port): b.node_id for b in manager.cluster.brokers()}
+            seeds = {split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()}
+            dead = unanswered([*nodes, *seeds], timeout_s)
+            self.unreachable = {}
+            for (host, port), why in dead.items():
+                node = nodes.get((host, port))
+                if node is None:
+                    warn(f"bootstrap server {host}:{port} does not answer ({why})")
+                    continue
+                self.unreachable[node] = f"{host}:{port}"
+                warn(f"broker {node} at {host}:{port} does not answer ({why}); asking the others")
+                # kafka-python's own backoff table (pinned 3.0.12): least_loaded_node and
+                # get_connection skip a node until this time, i.e. for the rest of the command
+                manager._backoff[node] = (1, time.monotonic() + 24 * 3600, manager.config["socket_connection_setup_timeout_ms"])
+
+        def list_groups(self, broker_ids: list[int] | None = None, **kwargs: Any) -> Any:
+            if broker_ids is None:
+                broker_ids = [b.node_id for b in self._manager.cluster.brokers() if b.node_id not in self.unreachable]
+            return super().list_groups(broker_ids, **kwargs)
+
+    return OperatorAdmin
+
+
 @contextmanager
 def admin_client(bootstrap: str, timeout_s: float) -> Iterator[Any]:
-    """A connected kafka-python KafkaAdminClient, closed afterwards."""
+    """A connected kafka-python KafkaAdminClient that avoids brokers that do not answer (named
+    on standard error; their ids in `.unreachable`), closed afterwards."""
     from kafka.admin import KafkaAdminClient
 
     with kafka_errors(bootstrap):
         ms = int(timeout_s * 1000)
-        admin = KafkaAdminClient(
+        admin = _make_operator_admin(KafkaAdminClient)(
             bootstrap_servers=bootstrap, client_id="odradek-cli",
             bootstrap_timeout_ms=ms, request_timeout_ms=max(ms, 1000),
         )
         try:
+            admin.avoid_unreachable(bootstrap, timeout_s)
             yield admin
         finally:
             admin.close()

@@ -116,6 +116,7 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_i
         described.sort(key=lambda t: t["name"])
         configs = _topic_configs(admin, [t["name"] for t in described]) if described else {}
         min_isr = _min_insync_replicas(admin, [t["name"] for t in described]) if described and under_min_isr else {}
+        unreachable = admin.unreachable
     filtered = under_replicated or under_min_isr or unavailable
     for t in described:
         parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
@@ -135,6 +136,23 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_i
             click.echo(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {leader}"
                        f"\tReplicas: {','.join(map(str, p['replica_nodes']))}"
                        f"\tIsr: {','.join(map(str, p['isr_nodes']))}")
+    _warn_stale_leaders(described, unreachable)
+
+
+def _warn_stale_leaders(described: list[dict[str, Any]], unreachable: dict[int, str]) -> None:
+    """Name the partitions the metadata says an unreachable broker leads or holds in sync: the
+    layout above is Kafka's (the metadata as the brokers have it), and until the controller
+    notices (the broker's ZooKeeper session expires) it shows the dead broker as leader."""
+    from clients.reachability import warn
+
+    for node, addr in sorted(unreachable.items()):
+        led = [f"{t['name']}-{p['partition_index']}" for t in described for p in t["partitions"]
+               if p["leader_id"] == node]
+        isr = sum(node in p["isr_nodes"] for t in described for p in t["partitions"])
+        if led or isr:
+            warn(f"broker {node} at {addr} does not answer, but the metadata still lists broker {node} as "
+                 f"leader of {', '.join(sorted(led)) or 'no partition'} and in {isr} ISR(s), until the "
+                 f"controller notices it is gone")
 
 
 @topics.command()

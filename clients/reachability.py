@@ -1,0 +1,73 @@
+"""Which brokers answer: the probe every operator command runs before trusting the metadata.
+
+A broker that was just killed stays in every Metadata answer (leader, ISR) until its ZooKeeper
+session expires, and kafka-python sends an admin request to a random listed broker: without this
+probe one dead broker of three makes a third of the commands fail with `ECONNREFUSED` for as long
+as the session lasts. Kafka's tools retry another node within their timeout; we find the dead
+ones first, name them in a warning, and keep the client away from them.
+
+"Answers" means an ApiVersions (v0, the request every client sends first) gets a reply, not just
+a TCP accept: a paused (SIGSTOP) broker still completes the handshake in its kernel.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+import click
+
+API_VERSIONS = 18
+PROBE_CORRELATION_ID = 0x0D4AD3C
+PROBE_TIMEOUT_S = 2.0  # how long a live broker may take to answer ApiVersions
+
+
+def _api_versions_request() -> bytes:
+    client_id = b"odradek-cli-probe"
+    body = struct.pack(">hhih", API_VERSIONS, 0, PROBE_CORRELATION_ID, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when the broker at host:port answers ApiVersions within timeout_s, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(_api_versions_request())
+            head = b""
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    return "closed the connection"
+                head += chunk
+    except TimeoutError:
+        return f"no answer within {timeout_s:g}s"
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    if struct.unpack(">i", head[4:8])[0] != PROBE_CORRELATION_ID:
+        return "answered something other than Kafka's protocol"
+    return None
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` (or `[v6]:port`) -> (host, port)."""
+    host, _, port = address.strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def unanswered(addresses: Iterable[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], str]:
+    """The addresses that do not answer, with the reason; probed in parallel, so a command with
+    several dead brokers waits one probe timeout, not one each."""
+    targets = sorted(set(addresses))
+    if not targets:
+        return {}
+    limit = min(timeout_s, PROBE_TIMEOUT_S)
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        reasons = list(pool.map(lambda a: probe(a[0], a[1], limit), targets))
+    return {a: r for a, r in zip(targets, reasons, strict=True) if r is not None}
+
+
+def warn(text: str) -> None:
+    """A warning on standard error, as the other commands' `Warn: ...` lines."""
+    click.echo(f"Warn: {text}", err=True)

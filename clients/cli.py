@@ -40,10 +40,18 @@ def main() -> None:
     """
 
 
+def _key_value_items(ctx: click.Context, param: click.Parameter, items: tuple[str, ...]) -> tuple[str, ...]:
+    """--override items must be KEY=VALUE: a usage error (exit 2) before any config is read."""
+    for item in items:
+        if not item.partition("=")[0].strip() or "=" not in item:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx=ctx, param=param)
+    return items
+
+
 @main.command()
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="server.properties in Kafka's format.")
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", callback=_key_value_items,
               help="Set any broker config (repeatable); wins over the file.")
 @click.option("--listeners", help="e.g. PLAINTEXT://localhost:9092 (listeners).")
 @click.option("--advertised-listeners", help="advertised.listeners")

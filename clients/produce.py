@@ -10,11 +10,11 @@ from __future__ import annotations
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import click
 
-from clients.common import bootstrap_option, error_text, kafka_errors, parse_pairs
+from clients.common import admin_client, bootstrap_option, error_text, kafka_errors, parse_pairs
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -66,6 +66,7 @@ def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
     sep = key_separator.encode() if key_separator is not None else None
     failures: list[BaseException] = []
     sent = 0
+    existed = _topic_exists(bootstrap, timeout_s, topic)
     with kafka_errors(bootstrap):
         producer = KafkaProducer(
             bootstrap_servers=bootstrap, client_id="odradek-cli-producer",
@@ -75,6 +76,8 @@ def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
             bootstrap_timeout_ms=int(timeout_s * 1000),
         )
         try:
+            if not existed:
+                _create_by_metadata(producer, topic, timeout_s)
             with _open(path) as source:
                 for lineno, line in enumerate(source, 1):
                     key, value = parse_line(line, sep, lineno)
@@ -91,6 +94,29 @@ def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
         raise click.ClickException(f"{len(failures)} of {sent} records were not acknowledged: "
                                    f"{error_text(failures[0])}")
     click.echo(f"Produced {sent} records to {topic}.", err=True)
+
+
+def _topic_exists(bootstrap: str, timeout_s: float, topic: str) -> bool:
+    """Whether TOPIC exists, asked without creating it (and warning about brokers that do not
+    answer, as every command does)."""
+    with admin_client(bootstrap, timeout_s) as admin:
+        return any(t["name"] == topic and t["error_code"] == 0 for t in admin.describe_topics([topic]))
+
+
+def _create_by_metadata(producer: Any, topic: str, timeout_s: float) -> None:
+    """Ask for a missing TOPIC as kafka-console-producer's first send does: a broker with
+    auto.create.topics.enable creates it, and the command says so; otherwise refuse (Kafka's
+    tool fails with `Topic X not present in metadata`). Done before reading any input, so an
+    empty input does not report `Produced 0 records` to a topic that is not there."""
+    from kafka import errors as Errors
+
+    try:
+        producer.partitions_for(topic)
+    except Errors.KafkaTimeoutError:
+        raise click.ClickException(
+            f"topic '{topic}' does not exist and the broker did not create it within {timeout_s:g}s "
+            "(auto.create.topics.enable=false?): create it with `odradek topics create`") from None
+    click.echo(f"Created topic {topic} (it did not exist; the broker's auto.create.topics.enable).", err=True)
 
 
 def _open(path: Path | None) -> AbstractContextManager[BinaryIO]:

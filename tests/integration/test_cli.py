@@ -10,6 +10,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -417,3 +418,27 @@ def test_help_has_examples(command: str) -> None:
         assert "-b, --bootstrap-server" in text
         assert "env var:" in text and "ODRADEK_BOOTSTRAP" in text
         assert "default: localhost:9092" in text
+
+
+def test_produce_of_nothing_to_a_missing_topic_says_it_was_created(broker: BrokerProcess) -> None:
+    """`Produced 0 records` and exit 0 for a topic that did not exist misled (issue #21 §6): the
+    topic is asked for before any input is read, as kafka-console-producer's first send does."""
+    r = odradek("produce", "made-by-produce", bootstrap=broker.bootstrap, input=b"")
+    assert r.returncode == 0, r.stderr.decode()
+    assert "Created topic made-by-produce" in r.stderr.decode()
+    assert "made-by-produce" in ok("topics", "list", bootstrap=broker.bootstrap).split()
+    again = odradek("produce", "made-by-produce", bootstrap=broker.bootstrap, input=b"")
+    assert "Created topic" not in again.stderr.decode() and "Produced 0 records" in again.stderr.decode()
+
+
+def test_produce_to_a_missing_topic_without_auto_create_is_refused(start_broker: Any) -> None:
+    b = start_broker(None, None, "auto.create.topics.enable=false")
+    err = odradek("produce", "absent", "--timeout", "2", bootstrap=b.bootstrap, input=b"x\n").stderr.decode()
+    assert "Error: topic 'absent' does not exist and the broker did not create it" in err, err
+    assert "absent" not in ok("topics", "list", bootstrap=b.bootstrap).split()
+
+
+@pytest.mark.parametrize("item", ["log.retention.ms", "=1"])
+def test_override_without_key_and_value_is_a_usage_error(item: str) -> None:
+    r = odradek("serve", "--override", item)
+    assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr.decode(), r.stderr.decode()

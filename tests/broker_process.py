@@ -6,6 +6,7 @@ are open, and `start()` waits for that line (bounded)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -175,3 +176,20 @@ def module_broker(name: str, overrides: Iterable[str] = ()) -> Any:
             b.stop()
 
     return broker
+
+
+def consecutive_free_ports(n: int) -> int:
+    """A port p with p .. p+n-1 free (`odradek cluster up --port p` gives broker i the port p + i)."""
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000)
+        if all(free(base + i) for i in range(n)):
+            return base
+    raise AssertionError(f"no {n} consecutive free ports")

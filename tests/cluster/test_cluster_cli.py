@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.broker_process import REPO, free_port
+from tests.broker_process import REPO, consecutive_free_ports, free_port
 from tests.zookeeper import ZooKeeperServer
 
 
@@ -71,7 +71,7 @@ def test_up_status_down_of_a_three_broker_cluster(tmp_path: Path) -> None:
     leaders; `status` sees a broker that was killed (its partitions under-replicated, a new
     controller); `down` stops everything."""
     d = tmp_path / "c"
-    zk_port, port = free_port(), _consecutive_free_ports(3)
+    zk_port, port = free_port(), consecutive_free_ports(3)
     up = odradek("cluster", "up", "--dir", str(d), "--brokers", "3", "--zookeeper-port", str(zk_port),
                  "--port", str(port), "--timeout", "60")
     state = json.loads((d / "cluster.json").read_text()) if (d / "cluster.json").exists() else None
@@ -108,23 +108,3 @@ def test_up_status_down_of_a_three_broker_cluster(tmp_path: Path) -> None:
     from clients.zookeeper_server import serves
 
     assert not serves("127.0.0.1", zk_port)
-
-
-def _consecutive_free_ports(n: int) -> int:
-    """A port p with p .. p+n-1 free (`up` gives broker i the port p + i)."""
-    import random
-    import socket
-
-    def free(port: int) -> bool:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
-    for _ in range(200):
-        base = random.randrange(20000, 60000)
-        if all(free(base + i) for i in range(n)):
-            return base
-    raise AssertionError(f"no {n} consecutive free ports")

@@ -1,9 +1,11 @@
-"""The README and docs/ describe what exists. Two checks that can fail:
+"""The README and docs/ describe what exists. Three checks that can fail:
 
 * every `odradek COMMAND [SUBCOMMAND]` they show is a command the CLI has;
 * a sentence that mentions a feature not built yet (TLS, SASL, Prometheus metrics, a web
   console) says so (not / no / yet / until / ...), instead of describing it as working.
-  (ZooKeeper mode, `odradek cluster` and docker-compose were on this list until they were built.)
+  (ZooKeeper mode, `odradek cluster` and docker-compose were on this list until they were built);
+* docs/cli.md's command table names every command.
+(tests/integration/test_docs_run.py runs the command blocks of README, cli.md and operations.md.)
 """
 
 from __future__ import annotations
@@ -48,3 +50,10 @@ def test_every_odradek_command_the_docs_show_exists() -> None:
             elif isinstance(command, click.Group) and second and second not in command.commands:
                 unknown.append(f"{doc.relative_to(REPO)}: odradek {first} {second}")
     assert not unknown, unknown
+
+
+def test_cli_md_command_table_lists_every_command() -> None:
+    """docs/cli.md's table is where an operator looks for a command (`odradek cluster` was missing)."""
+    text = (REPO / "docs" / "cli.md").read_text()
+    listed = set(re.findall(r"^\| `odradek ([a-z][a-z0-9-]*)", text, flags=re.M))
+    assert listed == set(main.commands), sorted(set(main.commands) ^ listed)

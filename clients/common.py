@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -111,23 +110,9 @@ def _make_operator_admin(base: type) -> type:
         unreachable: dict[int, str]  # node id -> "host:port"
 
         def avoid_unreachable(self, bootstrap: str, timeout_s: float) -> None:
-            from clients.reachability import split_address, unanswered, warn
+            from clients.reachability import avoid_unreachable
 
-            manager = self._manager
-            nodes = {(b.host, b.port): b.node_id for b in manager.cluster.brokers()}
-            seeds = {split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()}
-            dead = unanswered([*nodes, *seeds], timeout_s)
-            self.unreachable = {}
-            for (host, port), why in dead.items():
-                node = nodes.get((host, port))
-                if node is None:
-                    warn(f"bootstrap server {host}:{port} does not answer ({why})")
-                    continue
-                self.unreachable[node] = f"{host}:{port}"
-                warn(f"broker {node} at {host}:{port} does not answer ({why}); asking the others")
-                # kafka-python's own backoff table (pinned 3.0.12): least_loaded_node and
-                # get_connection skip a node until this time, i.e. for the rest of the command
-                manager._backoff[node] = (1, time.monotonic() + 24 * 3600, manager.config["socket_connection_setup_timeout_ms"])
+            self.unreachable = avoid_unreachable(self._manager, bootstrap, timeout_s)
 
         def list_groups(self, broker_ids: list[int] | None = None, **kwargs: Any) -> Any:
             if broker_ids is None:

@@ -17,6 +17,7 @@ import click
 
 from clients.common import bootstrap_option, kafka_errors
 from clients.groups import parse_datetime
+from clients.reachability import avoid_unreachable
 
 
 def format_record(record: Any, *, timestamp: bool, partition: bool, offset: bool,
@@ -144,6 +145,7 @@ def consume(bootstrap: str, timeout_s: float, topic: str, from_beginning: bool, 
             request_timeout_ms=max(int(timeout_s * 1000), 1000) + 1000,
         )
         try:
+            avoid_unreachable(consumer._manager, bootstrap, timeout_s)
             known = consumer.partitions_for_topic(topic)
             if not known:
                 raise click.ClickException(f"topic '{topic}' does not exist")

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import click
 
@@ -71,3 +73,26 @@ def unanswered(addresses: Iterable[tuple[str, int]], timeout_s: float) -> dict[t
 def warn(text: str) -> None:
     """A warning on standard error, as the other commands' `Warn: ...` lines."""
     click.echo(f"Warn: {text}", err=True)
+
+
+def avoid_unreachable(manager: Any, bootstrap: str, timeout_s: float) -> dict[int, str]:
+    """Probe the bootstrap servers and every broker a kafka-python client's metadata lists, warn
+    about each that does not answer, and keep the client away from those brokers for the rest of
+    the command; their ids -> "host:port".
+
+    `manager` is the client's KafkaConnectionManager (kafka-python 3.0.12, pinned): a node in its
+    backoff table is skipped by least_loaded_node and refused by get_connection until the time
+    set, so a request for any broker goes to a live one."""
+    nodes = {(b.host, b.port): b.node_id for b in manager.cluster.brokers()}
+    seeds = {split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()}
+    unreachable: dict[int, str] = {}
+    for (host, port), why in unanswered([*nodes, *seeds], timeout_s).items():
+        node = nodes.get((host, port))
+        if node is None:
+            warn(f"bootstrap server {host}:{port} does not answer ({why})")
+            continue
+        unreachable[node] = f"{host}:{port}"
+        warn(f"broker {node} at {host}:{port} does not answer ({why}); asking the others")
+        manager._backoff[node] = (1, time.monotonic() + 24 * 3600,
+                                  manager.config["socket_connection_setup_timeout_ms"])
+    return unreachable

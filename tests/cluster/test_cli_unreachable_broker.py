@@ -19,9 +19,9 @@ from tests.cluster.processes import Cluster, cluster_fixture
 cluster = cluster_fixture("zookeeper.session.timeout.ms=60000")
 
 
-def odradek(*args: str) -> subprocess.CompletedProcess[str]:
+def odradek(*args: str, input: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "clients.cli", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+                          input=input, timeout=60, cwd=REPO)
 
 
 def address(c: Cluster, i: int) -> str:
@@ -44,6 +44,11 @@ async def test_commands_work_and_warn_while_a_listed_broker_is_dead(cluster: Clu
             assert all(line.startswith("Warn: ") for line in out.stderr.splitlines()), out.stderr
     out = odradek("groups", "list", "-b", address(cluster, 1))
     assert out.returncode == 0 and warning in out.stderr, out.stderr
+    # produce and consume a partition of a live broker (rf1-0 is broker 1's alone)
+    out = odradek("produce", "rf1", "-p", "0", "-b", address(cluster, 2), input="still here\n")
+    assert out.returncode == 0 and warning in out.stderr, out.stderr
+    out = odradek("consume", "rf1", "-p", "0", "--offset", "earliest", "-n", "1", "-b", address(cluster, 2))
+    assert out.returncode == 0 and out.stdout == "still here\n" and warning in out.stderr, (out.stdout, out.stderr)
 
     # the metadata still names broker 3 (Kafka's tool prints it so); a warning says it is not there
     out = odradek("topics", "describe", "rf3", "-b", address(cluster, 1))

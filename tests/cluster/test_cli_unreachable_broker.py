@@ -6,15 +6,19 @@ expired. Sessions here last 60 s, so the dead broker stays listed for the whole 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from protocol.messages import FindCoordinatorRequest
 from tests.broker_process import REPO
 from tests.cluster.processes import Cluster, cluster_fixture
+from tests.raw_client import call_once
 
 cluster = cluster_fixture("zookeeper.session.timeout.ms=60000")
 
@@ -28,8 +32,22 @@ def address(c: Cluster, i: int) -> str:
     return f"127.0.0.1:{c.ports[i]}"
 
 
+def group_coordinated_by(c: Cluster, broker: int) -> str:
+    """A group name whose coordinator is `broker` (FindCoordinator v4, asked until
+    __consumer_offsets has its leaders)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answer = call_once(c.ports[1], 10, 4, FindCoordinatorRequest(coordinator_keys=[f"g{i}" for i in range(30)]))
+        mine = [k.key for k in answer.coordinators if k.error_code == 0 and k.node_id == broker]
+        if mine:
+            return mine[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no group coordinated by broker {broker}: {answer}")
+
+
 async def test_commands_work_and_warn_while_a_listed_broker_is_dead(cluster: Cluster, tmp_path: Path) -> None:
     await cluster.open()
+    orphan = await asyncio.to_thread(group_coordinated_by, cluster, 3)
     dead = cluster.brokers[3]
     assert dead.proc is not None
     dead.proc.send_signal(signal.SIGKILL)
@@ -38,12 +56,17 @@ async def test_commands_work_and_warn_while_a_listed_broker_is_dead(cluster: Clu
     # bootstrap through the dead broker first, and through a live one only
     for bootstrap in (f"{address(cluster, 3)},{address(cluster, 1)}", address(cluster, 2)):
         for _ in range(3):  # each call asked a random listed broker before the probe
-            out = odradek("topics", "list", "-b", bootstrap)
+            out = odradek("topics", "list", "--exclude-internal", "-b", bootstrap)
             assert out.returncode == 0, out.stderr
             assert out.stdout.split() == ["rf1", "rf3"] and warning in out.stderr, (out.stdout, out.stderr)
             assert all(line.startswith("Warn: ") for line in out.stderr.splitlines()), out.stderr
     out = odradek("groups", "list", "-b", address(cluster, 1))
     assert out.returncode == 0 and warning in out.stderr, out.stderr
+    # a group only the dead broker coordinates: one line saying so (its offsets partition moves
+    # when the session expires)
+    out = odradek("groups", "describe", orphan, "-b", address(cluster, 1))
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines()[-1].startswith("Error: the broker this request must go to does not answer"), out.stderr
     # produce and consume a partition of a live broker (rf1-0 is broker 1's alone)
     out = odradek("produce", "rf1", "-p", "0", "-b", address(cluster, 2), input="still here\n")
     assert out.returncode == 0 and warning in out.stderr, out.stderr

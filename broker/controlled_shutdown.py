@@ -7,7 +7,12 @@ its /brokers/ids registration), send ControlledShutdown (v3: broker id and epoch
 inter-broker listener, done when it answers NONE with no partitions remaining; otherwise wait
 `controlled.shutdown.retry.backoff.ms` and try again, `controlled.shutdown.max.retries` times in
 all, then stop anyway ("unclean shutdown": the controller moves the leaderships once the
-session expires). The log lines are Kafka's."""
+session expires). The log lines are Kafka's.
+
+Each attempt -- the ZooKeeper reads included -- is bounded by `request.timeout.ms`: with
+ZooKeeper gone, kazoo queues a read until it reconnects, which may be never (issue #21: a broker
+sat for minutes after SIGTERM). So the whole procedure ends within max.retries x
+(request.timeout.ms + retry.backoff.ms) whatever ZooKeeper or the controller do."""
 
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ class ControlledShutdown:
         self.max_retries = max_retries
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
+        self._controller_id: int | None = None  # whom the current attempt asks
 
     async def run(self) -> bool:
         """Try up to max_retries times; True when the controller moved every leadership."""
@@ -53,7 +59,7 @@ class ControlledShutdown:
                                                    request_timeout_ms=self.request_timeout_ms))
         try:
             for attempt in range(self.max_retries):
-                if await self._attempt(client):
+                if await self._bounded_attempt(client):
                     return True
                 remaining = self.max_retries - attempt - 1
                 if remaining > 0:
@@ -64,8 +70,20 @@ class ControlledShutdown:
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
         return False
 
+    async def _bounded_attempt(self, client: NetworkClient) -> bool:
+        """One attempt within request.timeout.ms: ZooKeeper's lookup plus the request."""
+        try:
+            return await asyncio.wait_for(self._attempt(client), self.request_timeout_ms / 1000)
+        except TimeoutError:
+            log.warning("Error during controlled shutdown: no answer within request.timeout.ms (%dms) "
+                        "(ZooKeeper or the controller unreachable?)", self.request_timeout_ms)
+            if self._controller_id is not None:  # a request cut short: its connection goes too
+                client.disconnect(self._controller_id, "controlled shutdown attempt timed out")
+            return False
+
     async def _attempt(self, client: NetworkClient) -> bool:
-        controller_id = await self._controller_address(client)
+        self._controller_id = None
+        controller_id = self._controller_id = await self._controller_address(client)
         if controller_id is None:
             return False
         started = time.monotonic()

@@ -43,6 +43,7 @@ import contextlib
 import enum
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -56,6 +57,11 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# How long close() waits for the session to end. Ending it is one request; with the server gone or
+# paused it cannot be answered, and ZooKeeper expires the session (its ephemeral znodes with it)
+# after the session timeout anyway, so a stopping process does not wait for it (issue #21 §2).
+CLOSE_TIMEOUT_S = 5.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,12 +375,22 @@ class ZooKeeperClient:
                 f"Timed out waiting for connection while in state: {state}") from None
         return self
 
-    async def close(self) -> None:
-        """End the session (its ephemeral znodes go at once) and stop kazoo's threads."""
+    async def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """End the session (its ephemeral znodes go at once) and stop kazoo's threads, waiting at
+        most `timeout` seconds: kazoo's stop() waits for the server's answer to the close, which
+        an unreachable or paused server never sends. It then goes on in a daemon thread (not the
+        loop's executor: the interpreter joins those at exit) and the session expires."""
         self._closing = True
         kazoo_client, self._kazoo = self._kazoo, None
         if kazoo_client is not None:
-            await asyncio.to_thread(_stop_kazoo, kazoo_client)
+            stopped = asyncio.get_running_loop().create_future()
+            threading.Thread(target=_stop_kazoo, args=(kazoo_client, stopped), daemon=True,
+                             name=f"{self.name}-close").start()
+            try:
+                await asyncio.wait_for(stopped, timeout)
+            except TimeoutError:
+                log.warning("ZooKeeper did not answer the close of session %s within %.1f s: leaving it to expire",
+                            _hex(self._session_id), timeout)
         if self._session_task is not None:
             self._session_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -711,12 +727,15 @@ async def _maybe_await(value: Any) -> None:
         await value
 
 
-def _stop_kazoo(k: KazooClient) -> None:
-    """kazoo's stop() and close() join its threads: run off the loop."""
+def _stop_kazoo(k: KazooClient, stopped: asyncio.Future[None]) -> None:
+    """kazoo's stop() and close() join its threads: run off the loop; `stopped` is set when done."""
     try:
         k.stop()
     finally:
         k.close()
+        loop = stopped.get_loop()
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(lambda: stopped.done() or stopped.set_result(None))
 
 
 async def _create_chroot(hosts: str, chroot: str, session_timeout_ms: int, connection_timeout_ms: int) -> None:

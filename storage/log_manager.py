@@ -70,7 +70,8 @@ LOCK_FILE = ".lock"
 # KRaft's metadata log (`__cluster_metadata-0`) sits in a Kafka log dir beside the partition
 # logs; it is not a partition log, and Kafka's own LogManager skips it too (it is left as found).
 KRAFT_METADATA_TOPIC = "__cluster_metadata"
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+# Kafka's legal topic characters (Topic.validate); anything else cannot be one of our partitions
+_PARTITION_DIR = re.compile(r"^([a-zA-Z0-9._-]+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
 # Longest file name the common file systems (ext4, xfs, btrfs) allow.
 _MAX_FILE_NAME = 255
@@ -101,6 +102,21 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     if m is None or name.startswith("."):
         return None
     return m.group(1), int(m.group(2))
+
+
+# What a log dir holds and a partition dir never does (issue #21: `./data/zk-broker-1` inside a
+# single node's `./data` parses as partition 1 of topic `zk-broker`; loading it would write into
+# another broker's log dir).
+_LOG_DIR_FILES = (META_PROPERTIES_FILE, LOCK_FILE, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+                  LOG_START_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE)
+
+
+def _log_dir_files(p: Path) -> list[str]:
+    """The log-dir files (meta.properties, .lock, checkpoints) and subdirectories in `p`: none in
+    a partition log, whose files are segments, indexes, snapshots and checkpoints of its own."""
+    found = [name for name in _LOG_DIR_FILES if (p / name).exists()]
+    found += [f"{c.name}/" for c in sorted(p.iterdir()) if c.is_dir()][:3]
+    return found
 
 
 def _read_checkpoint(d: Path, name: str, fallback: str) -> dict[TopicPartition, int] | None:
@@ -242,9 +258,14 @@ class LogManager:
                 shutil.rmtree(p, ignore_errors=True)
                 continue
             tp = parse_partition_dir(p.name)
-            if tp is not None and tp[0] == KRAFT_METADATA_TOPIC:
+            if tp is None:
+                log.warning("Skipping %s: its name is not <topic>-<partition>, so it is not a partition log", p)
+            elif tp[0] == KRAFT_METADATA_TOPIC:
                 log.info("Skipping %s: KRaft's metadata log, not a partition log", p)
-            elif tp is not None:
+            elif (marks := _log_dir_files(p)):
+                log.warning("Skipping %s: it holds %s, so it is another broker's log dir, not a partition log; "
+                            "give each broker a log dir of its own, outside the others", p, ", ".join(marks))
+            else:
                 todo.append((tp, p))
         started = time.monotonic()
         last_report = started

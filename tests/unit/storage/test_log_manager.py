@@ -190,3 +190,41 @@ def test_a_249_character_topic_is_deleted(tmp_path: Path) -> None:
     assert lm.get_log(topic, 0) is None
     assert not any(p.name.startswith(topic[:200]) for p in d.iterdir())
     lm.shutdown()
+
+
+def test_another_brokers_log_dir_inside_this_one_is_not_loaded_as_a_partition(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue #21: config/server-zk-1.properties once put broker 1's log dir at ./data/zk-broker-1,
+    inside the single node's ./data. `zk-broker-1` parses as partition 1 of topic `zk-broker`, but
+    it holds meta.properties (and partitions of its own): it is skipped with a warning, as is a
+    directory whose name is not <topic>-<partition>, and neither is written to."""
+    d = tmp_path / "data"
+    other = LogManager.open(config(d / "zk-broker-1", broker_id=1))
+    fill(other, "orders", 0, 2)
+    other.shutdown()
+    (d / "zk-broker-2").mkdir()  # another broker's, locked and never shut down cleanly
+    (d / "zk-broker-2" / ".lock").touch()
+    (d / "not a partition").mkdir()
+    (d / "lost+found").mkdir()
+    before = {p: p.stat().st_mtime_ns for p in (d / "zk-broker-1").rglob("*")}
+
+    with caplog.at_level(logging.WARNING, logger="odradek.storage.log_manager"):
+        lm = LogManager.open(config(d))
+    try:
+        assert lm.logs == {}
+        assert lm.topics_on_disk() == {}
+        warned = caplog.text
+        assert f"Skipping {d / 'zk-broker-1'}: it holds meta.properties" in warned
+        assert "another broker's log dir" in warned
+        assert f"Skipping {d / 'zk-broker-2'}: it holds .lock" in warned
+        assert f"Skipping {d / 'not a partition'}: its name is not <topic>-<partition>" in warned
+        assert f"Skipping {d / 'lost+found'}: its name is not <topic>-<partition>" in warned
+    finally:
+        lm.shutdown()
+    assert {p: p.stat().st_mtime_ns for p in (d / "zk-broker-1").rglob("*")} == before
+    assert sorted(p.name for p in (d / "zk-broker-1").iterdir() if p.is_dir()) == ["orders-0"]
+    again = LogManager.open(config(d / "zk-broker-1", broker_id=1))  # still broker 1's, intact
+    try:
+        assert again.get_log("orders", 0).log_end_offset == 2
+    finally:
+        again.shutdown()

@@ -3,7 +3,7 @@ its own process, ports and log dir, their logs in one folder -- and views of it.
 
 `up` writes everything under one directory (default `./odradek-cluster`):
 
-    cluster.json                  what runs: pids, ports, the bootstrap string
+    cluster.json                  what `up` started: pids, ports, the bootstrap string
     zookeeper/zoo.cfg, data/      the ZooKeeper (Debian's package, clients.zookeeper_server)
     broker-<id>/server.properties Kafka-style config: broker.id, listeners, log.dirs,
                                   zookeeper.connect (plus every --override)
@@ -13,7 +13,9 @@ its own process, ports and log dir, their logs in one folder -- and views of it.
 The processes run in their own sessions (they outlive the command), `down` stops the brokers
 (SIGTERM: each shuts down cleanly) and then ZooKeeper; the data stays unless `--delete-data`.
 `status` prints the processes, and what the brokers answer to Metadata: brokers, controller,
-offline and under-replicated partitions. `zk-dump` prints Kafka's znodes.
+offline and under-replicated partitions. `zk-dump` prints Kafka's znodes. `start`, `stop`,
+`restart`, `kill` and `add-broker` manage one broker (clients.cluster_brokers); `status` and `down`
+find the processes as clients.cluster_procs does, so a broker restarted by hand is one of them.
 
 Waits are bounded polls of a file or a port: these are other programs, not events of ours.
 """
@@ -21,124 +23,92 @@ Waits are bounded polls of a file or a port: these are other programs, not event
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import click
+from click.core import ParameterSource
 
+from broker.config import read_properties_file
+from clients.cluster_brokers import add_broker, kill, restart, start, stop
+from clients.cluster_procs import (
+    BROKER_READY,
+    CLUSTER_FILE,
+    ClusterProcs,
+    dir_option,
+    find,
+    log_size,
+    read_state,
+    spawn,
+    spawn_broker,
+    wait_for,
+    write_state,
+)
+from clients.cluster_procs import stop as stop_process
 from clients.common import admin_client, parse_pairs
 from clients.reachability import unanswered
 from clients.zookeeper_server import READY_MARKER, serves, write_config, zookeeper_command
 
-CLUSTER_FILE = "cluster.json"
-BROKER_READY = "event='broker started'"
-dir_option = click.option(
-    "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("odradek-cluster"),
-    show_default=True, help="Where the cluster's configs, data and logs live.",
-)
-
 
 @click.group()
 def cluster() -> None:
-    """Run a local cluster: ZooKeeper plus N brokers (`up`, `status`, `down`, `zk-dump`).
+    """Run a local cluster: ZooKeeper plus N brokers (`up`, `status`, `down`, `zk-dump`), and
+    manage one broker of it (`start`, `stop`, `restart`, `kill`, `add-broker`).
 
     \b
     Examples:
       odradek cluster up --brokers 3
       odradek cluster status
+      odradek cluster kill 2
+      odradek cluster start 2
+      odradek cluster add-broker
       odradek cluster zk-dump
       odradek cluster down
     """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except OSError:
-        return True
-
-
-def _read_state(directory: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((directory / CLUSTER_FILE).read_text())
-    except FileNotFoundError:
-        return None
-
-
-def _spawn(cmd: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=cwd, start_new_session=True)
-
-
-def _wait_for(what: str, log_path: Path, marker: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Until `marker` is in the log (bounded), or fail with the log's last lines."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if marker in log_path.read_text(errors="replace"):
-            return
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
-    raise click.ClickException(f"{what} did not start (see {log_path}):\n{tail}")
-
-
-def _stop(pid: int, timeout: float) -> None:
-    """SIGTERM, then SIGKILL after `timeout`."""
-    if not _alive(pid):
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
+for _command in (start, stop, restart, kill, add_broker):
+    cluster.add_command(_command)
 
 
 @cluster.command()
 @click.option("--brokers", "-n", "count", type=click.IntRange(1, 32), default=3, show_default=True)
 @dir_option
 @click.option("--port", type=click.IntRange(1, 65535), default=9092, show_default=True,
-              help="Broker i listens on 127.0.0.1:PORT+i.")
+              help="Broker i listens on 127.0.0.1:PORT+i (a restarted cluster keeps its ports unless given).")
 @click.option("--zookeeper-port", type=click.IntRange(1, 65535), default=2181, show_default=True)
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A broker setting for every broker (repeatable), e.g. default.replication.factor=3.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Seconds to wait for each process to start.")
-def up(count: int, directory: Path, port: int, zookeeper_port: int, overrides: tuple[str, ...],
+@click.pass_context
+def up(ctx: click.Context, count: int, directory: Path, port: int, zookeeper_port: int, overrides: tuple[str, ...],
        timeout_s: float) -> None:
     """Start ZooKeeper and N brokers in the background; print the bootstrap string.
+
+    A directory whose processes are gone (a reboot, `kill`) starts again with its data: its
+    ZooKeeper and every broker it has (brokers added since included), on their ports.
 
     \b
     Example:
       odradek cluster up --brokers 3 --override default.replication.factor=3
     """
-    state = _read_state(directory)
-    if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
-        raise click.ClickException(f"a cluster from {directory} is running: `odradek cluster down --dir {directory}` first")
-    if serves("127.0.0.1", zookeeper_port):
-        raise click.ClickException(f"something already serves ZooKeeper on 127.0.0.1:{zookeeper_port}")
     extra = parse_pairs(overrides)
     directory.mkdir(parents=True, exist_ok=True)
     directory = directory.resolve()
+    found = find(directory, ask_zookeeper=False)
+    if found.running:
+        raise click.ClickException(
+            f"a cluster from {directory} is running ({_running(found)}): `odradek cluster start ID` starts a "
+            f"stopped broker, `odradek cluster down --dir {directory}` stops it")
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+
+    if found.zk_port is not None and not given("zookeeper_port"):
+        zookeeper_port = found.zk_port
+    if serves("127.0.0.1", zookeeper_port):
+        raise click.ClickException(f"something already serves ZooKeeper on 127.0.0.1:{zookeeper_port}")
     logs = directory / "logs"
     started: list[int] = []
     try:
@@ -149,34 +119,34 @@ def up(count: int, directory: Path, port: int, zookeeper_port: int, overrides: t
         except RuntimeError as e:
             raise click.ClickException(str(e)) from None
         zk_log = logs / "zookeeper.log"
-        zk = _spawn(cmd, zk_log, zk_dir)
+        offset = log_size(zk_log)
+        zk = spawn(cmd, zk_log, zk_dir)
         started.append(zk.pid)
-        _wait_for("ZooKeeper", zk_log, READY_MARKER, zk, timeout_s)
+        wait_for("ZooKeeper", zk_log, READY_MARKER, zk, timeout_s, after=offset)
         connect = f"127.0.0.1:{zookeeper_port}"
         brokers = []
         procs = []
-        for i in range(count):
+        for i in sorted(set(range(count)) | set(found.brokers)):
             bdir = directory / f"broker-{i}"
             bdir.mkdir(exist_ok=True)
-            props = {
-                "broker.id": str(i),
-                "listeners": f"PLAINTEXT://127.0.0.1:{port + i}",
-                "log.dirs": str(bdir / "data"),
-                "zookeeper.connect": connect,
-                **extra,
-            }
             cfg = bdir / "server.properties"
+            props = read_properties_file(cfg) if cfg.is_file() else {}
+            if not props or given("port"):
+                props["listeners"] = f"PLAINTEXT://127.0.0.1:{port + i}"
+            props.setdefault("broker.id", str(i))
+            props.setdefault("log.dirs", str(bdir / "data"))
+            props.update({"zookeeper.connect": connect, **extra})
             cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            log_path = logs / f"broker-{i}.log"
-            proc = _spawn([sys.executable, "-m", "clients.cli", "serve", "--config", str(cfg)], log_path, bdir)
+            proc, log_path, offset = spawn_broker(directory, i)
             started.append(proc.pid)
-            procs.append((i, proc, log_path))
-            brokers.append({"id": i, "pid": proc.pid, "port": port + i, "log": str(log_path)})
-        for i, proc, log_path in procs:
-            _wait_for(f"broker {i}", log_path, BROKER_READY, proc, timeout_s)
+            procs.append((i, proc, log_path, offset))
+            bport = int(props["listeners"].rsplit(":", 1)[1])
+            brokers.append({"id": i, "pid": proc.pid, "port": bport, "log": str(log_path)})
+        for i, proc, log_path, offset in procs:
+            wait_for(f"broker {i}", log_path, BROKER_READY, proc, timeout_s, after=offset)
     except BaseException:
         for pid in reversed(started):
-            _stop(pid, 10.0)
+            stop_process(pid, 10.0)
         raise
     bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in brokers)
     state = {
@@ -184,12 +154,27 @@ def up(count: int, directory: Path, port: int, zookeeper_port: int, overrides: t
         "brokers": brokers,
         "bootstrap": bootstrap,
     }
-    (directory / CLUSTER_FILE).write_text(json.dumps(state, indent=1) + "\n")
+    write_state(directory, state)
     click.echo(f"ZooKeeper: {connect} (pid {zk.pid})")
     for b in brokers:
         click.echo(f"broker {b['id']}: 127.0.0.1:{b['port']} (pid {b['pid']})")
     click.echo(f"logs: {logs}")
     click.echo(f"bootstrap: {bootstrap}")
+
+
+def _running(found: ClusterProcs) -> str:
+    """What runs, for a message: `ZooKeeper pid 12, broker 1 pid 34`."""
+    parts = [] if found.zk_pid is None else [f"ZooKeeper pid {found.zk_pid}"]
+    parts += [f"broker {b.id} pid {b.pid}" for b in found.brokers.values() if b.pid is not None]
+    return ", ".join(parts)
+
+
+def _found(directory: Path, timeout_s: float) -> ClusterProcs:
+    """The cluster's processes (cluster_procs.find), or one line when `directory` holds none."""
+    found = find(directory, timeout_s=timeout_s)
+    if found.state is None and not found.brokers and found.zk_port is None:
+        raise click.ClickException(f"no cluster in {directory} (no {CLUSTER_FILE}, no broker-<id>/server.properties)")
+    return found
 
 
 @cluster.command()
@@ -198,26 +183,40 @@ def up(count: int, directory: Path, port: int, zookeeper_port: int, overrides: t
 def status(directory: Path, timeout_s: float) -> None:
     """Processes, brokers, controller, offline and under-replicated partitions.
 
+    Brokers are found by their configs in the directory, their registration in the cluster's
+    ZooKeeper and the process holding each log dir's lock: a broker restarted by hand counts.
+
     \b
     Example:
       odradek cluster status --dir odradek-cluster
     """
-    state = _read_state(directory)
-    if state is None:
-        raise click.ClickException(f"no cluster in {directory} (no {CLUSTER_FILE})")
-    zk = state["zookeeper"]
-    click.echo(f"ZooKeeper {zk['connect']}: {'running' if _alive(zk['pid']) else 'NOT RUNNING'} (pid {zk['pid']})")
-    running = [b for b in state["brokers"] if _alive(b["pid"])]
+    found = _found(directory, min(timeout_s, 5.0))
+    zk_state = f"running (pid {found.zk_pid})" if found.zk_pid is not None else "NOT RUNNING"
+    click.echo(f"ZooKeeper {found.zk_connect}: {zk_state}")
+    running = [b for b in found.brokers.values() if b.pid is not None and b.port is not None]
     # a broker that does not answer is down now, whatever ZooKeeper still says (issue #21)
-    silent = unanswered((("127.0.0.1", b["port"]) for b in running), timeout_s)
-    live = [b for b in running if ("127.0.0.1", b["port"]) not in silent]
-    for b in state["brokers"]:
-        why = silent.get(("127.0.0.1", b["port"]))
-        shown = "running" if b in live else f"NOT ANSWERING: {why}" if b in running else "NOT RUNNING"
-        click.echo(f"broker {b['id']} 127.0.0.1:{b['port']}: {shown} (pid {b['pid']})")
+    silent = unanswered((("127.0.0.1", b.port) for b in running), timeout_s)
+    for b in found.brokers.values():
+        where = f"127.0.0.1:{b.port}" if b.port is not None else "(not on this machine)"
+        why = silent.get(("127.0.0.1", b.port)) if b.port is not None else None
+        if b.pid is None:
+            what = "NOT RUNNING"
+        elif why is not None:
+            what = f"NOT ANSWERING: {why} (pid {b.pid})"
+        else:
+            what = f"running (pid {b.pid})"
+        if b.registered and b.pid is None:  # killed: its session lasts zookeeper.session.timeout.ms
+            what += " (still registered: its ZooKeeper session has not expired yet)" if b.config else \
+                " (registered, but its process is not on this machine)"
+        elif b.pid is not None and b.registered is False:
+            what += ", not registered"
+        if b.config is None:
+            what += f", started outside {directory}"
+        click.echo(f"broker {b.id} {where}: {what}")
+    live = [b for b in running if ("127.0.0.1", b.port) not in silent]
     if not live:
         return
-    bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in live)
+    bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in live)
     with admin_client(bootstrap, timeout_s) as admin:
         described = admin.describe_topics()
         info = admin.describe_cluster()
@@ -247,18 +246,25 @@ def status(directory: Path, timeout_s: float) -> None:
 def down(directory: Path, delete_data: bool, timeout_s: float) -> None:
     """Stop the brokers (cleanly, SIGTERM), then ZooKeeper.
 
+    Every broker of the cluster is stopped, one restarted by hand included (found as `status`
+    finds it).
+
     \b
     Example:
       odradek cluster down --delete-data
     """
-    state = _read_state(directory)
-    if state is None:
-        raise click.ClickException(f"no cluster in {directory} (no {CLUSTER_FILE})")
-    for b in state["brokers"]:
-        _stop(b["pid"], timeout_s)
-        click.echo(f"broker {b['id']} stopped")
-    _stop(state["zookeeper"]["pid"], timeout_s)
-    click.echo("ZooKeeper stopped")
+    found = _found(directory, 5.0)
+    for b in found.brokers.values():
+        if b.pid is None:
+            if b.registered:
+                click.echo(f"broker {b.id}: registered, but its process is not on this machine: left running")
+            continue
+        clean = stop_process(b.pid, timeout_s)
+        click.echo(f"broker {b.id} stopped (pid {b.pid})" if clean else
+                   f"broker {b.id} killed (pid {b.pid}): it did not stop within {timeout_s:g} s")
+    if found.zk_pid is not None:
+        stop_process(found.zk_pid, timeout_s)
+        click.echo(f"ZooKeeper stopped (pid {found.zk_pid})")
     (directory / CLUSTER_FILE).unlink(missing_ok=True)
     if delete_data:
         shutil.rmtree(directory, ignore_errors=True)
@@ -276,7 +282,7 @@ def zk_dump(directory: Path, connect: str | None, root: str) -> None:
       odradek cluster zk-dump --path /brokers
     """
     if connect is None:
-        state = _read_state(directory)
+        state = read_state(directory)
         if state is None:
             raise click.ClickException(f"no cluster in {directory}: give --zookeeper HOST:PORT")
         connect = state["zookeeper"]["connect"]

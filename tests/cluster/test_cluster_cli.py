@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.broker_process import REPO, consecutive_free_ports, free_port
+from tests.broker_process import REPO, BrokerProcess, consecutive_free_ports, free_port
 from tests.zookeeper import ZooKeeperServer
 
 
@@ -105,6 +105,97 @@ def test_up_status_down_of_a_three_broker_cluster(tmp_path: Path) -> None:
         down = odradek("cluster", "down", "--dir", str(d))
     assert down.returncode == 0, down.stderr
     assert not (d / "cluster.json").exists()
+    from clients.zookeeper_server import serves
+
+    assert not serves("127.0.0.1", zk_port)
+
+
+
+def test_one_broker_of_a_cluster_and_a_broker_restarted_by_hand(tmp_path: Path) -> None:
+    """Issue #21 §3: `kill`, `start`, `stop`, `restart` one broker; a broker restarted by hand
+    from the cluster's config is seen by `status` (by the lock on its log dir) and stopped by
+    `down`; `up` refuses while anything runs and afterwards starts the stopped cluster again with
+    its data; `add-broker` registers a new id."""
+    import os
+    import signal
+
+    d = tmp_path / "c"
+    zk_port, port = free_port(), consecutive_free_ports(3)
+    up = odradek("cluster", "up", "--dir", str(d), "--brokers", "2", "--zookeeper-port", str(zk_port),
+                 "--port", str(port), "--override", "zookeeper.session.timeout.ms=6000", "--timeout", "60")
+    hand: subprocess.Popen[bytes] | None = None
+    other: BrokerProcess | None = None
+    try:
+        assert up.returncode == 0, up.stderr
+        bootstrap = f"127.0.0.1:{port}"
+        created = odradek("topics", "create", "kept", "--partitions", "2", "--replication-factor", "2", "-b", bootstrap)
+        assert created.returncode == 0, created.stderr
+
+        killed = odradek("cluster", "kill", "1", "--dir", str(d))
+        assert killed.returncode == 0 and "broker 1 killed (SIGKILL" in killed.stdout, killed.stderr
+        status = odradek("cluster", "status", "--dir", str(d))
+        assert f"broker 1 127.0.0.1:{port + 1}: NOT RUNNING" in status.stdout, status.stdout
+        refused = odradek("cluster", "up", "--dir", str(d), "--brokers", "2")
+        assert refused.returncode == 1 and "is running (ZooKeeper pid" in refused.stderr, refused.stderr
+        again = odradek("cluster", "kill", "1", "--dir", str(d))
+        assert again.returncode == 1 and again.stderr.strip() == "Error: broker 1 is not running"
+        unknown = odradek("cluster", "start", "7", "--dir", str(d))
+        assert unknown.returncode == 1 and unknown.stderr.strip() == f"Error: no broker 7 in {d} (brokers: 0, 1)"
+
+        # by hand, as a user would: its own session, the cluster's config
+        log = open(tmp_path / "hand.log", "wb")
+        hand = subprocess.Popen([sys.executable, "-m", "clients.cli", "serve", "--config",
+                                 str(d / "broker-1" / "server.properties")], cwd=d / "broker-1", stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "event='broker started'" not in (tmp_path / "hand.log").read_text():
+            assert hand.poll() is None, (tmp_path / "hand.log").read_text()
+            time.sleep(0.2)
+        status = odradek("cluster", "status", "--dir", str(d))
+        assert f"broker 1 127.0.0.1:{port + 1}: running (pid {hand.pid})" in status.stdout, status.stdout
+        running = odradek("cluster", "start", "1", "--dir", str(d))
+        assert running.returncode == 1 and running.stderr.strip() == f"Error: broker 1 is running (pid {hand.pid})"
+
+        stopped = odradek("cluster", "stop", "0", "--dir", str(d))
+        assert stopped.returncode == 0 and "broker 0 stopped" in stopped.stdout, stopped.stderr
+        restarted = odradek("cluster", "restart", "0", "--dir", str(d))
+        assert restarted.returncode == 0 and f"broker 0 started: 127.0.0.1:{port}" in restarted.stdout, restarted.stderr
+
+        down = odradek("cluster", "down", "--dir", str(d))
+        assert down.returncode == 0, down.stderr
+        assert f"broker 1 stopped (pid {hand.pid})" in down.stdout, down.stdout
+        assert hand.wait(10) == 0  # a clean shutdown
+
+        # everything gone: `up` starts the same cluster again, its ports and data kept
+        up = odradek("cluster", "up", "--dir", str(d), "--zookeeper-port", str(zk_port), "--brokers", "2",
+                     "--timeout", "60")
+        assert up.returncode == 0, up.stderr
+        assert f"bootstrap: 127.0.0.1:{port},127.0.0.1:{port + 1}" in up.stdout
+        described = odradek("topics", "describe", "kept", "-b", bootstrap)
+        assert described.returncode == 0 and described.stdout.count("Leader:") == 2, described.stdout + described.stderr
+
+        added = odradek("cluster", "add-broker", "--dir", str(d), "--timeout", "60")
+        assert added.returncode == 0, added.stderr
+        assert f"broker 2 started: 127.0.0.1:{port + 2}" in added.stdout and "broker 2 registered" in added.stdout
+        assert "zookeeper.session.timeout.ms=6000" in (d / "broker-2" / "server.properties").read_text()
+        # a broker of this cluster with its log dir elsewhere: found by its registration and port
+        other = BrokerProcess(tmp_path / "elsewhere", zookeeper_connect=f"127.0.0.1:{zk_port}", broker_id=5).start()
+        status = odradek("cluster", "status", "--dir", str(d))
+        assert "brokers [0, 1, 2, 5]" in status.stdout, status.stdout
+        assert (f"broker 5 127.0.0.1:{other.port}: running (pid {other.proc.pid}), started outside {d}"
+                in status.stdout), status.stdout
+    finally:
+        down = odradek("cluster", "down", "--dir", str(d))
+        for p in (hand, other and other.proc):
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+        if other is not None:
+            other.stop()
+    assert down.returncode == 0, down.stderr
+    assert "broker 2 stopped" in down.stdout and f"broker 5 stopped (pid {other.proc.pid})" in down.stdout, down.stdout
+    assert other.proc.returncode == 0
     from clients.zookeeper_server import serves
 
     assert not serves("127.0.0.1", zk_port)

@@ -380,10 +380,12 @@ COMMANDS = [
     "perf", "perf produce", "perf consume", "perf e2e",
     "pipeline", "pipeline clickstream",
     "cluster", "cluster up", "cluster status", "cluster down", "cluster zk-dump",
+    "cluster start", "cluster stop", "cluster restart", "cluster kill", "cluster add-broker",
 ]
 # leaf commands without --bootstrap-server: they reach no broker, or (cluster) find the local
 # cluster's brokers and ZooKeeper from its --dir
-LOCAL_ONLY = {"serve", "dump-log", "cluster up", "cluster status", "cluster down", "cluster zk-dump"}
+LOCAL_ONLY = {"serve", "dump-log", "cluster up", "cluster status", "cluster down", "cluster zk-dump",
+              "cluster start", "cluster stop", "cluster restart", "cluster kill", "cluster add-broker"}
 
 
 def test_every_command_is_in_the_help_list() -> None:

@@ -164,7 +164,7 @@ def add_broker(directory: Path, broker_id: int | None, port: int | None, timeout
         raise click.ClickException(f"port {port} is in use: give --port")
     template = read_properties_file(next(iter(configured.values())).config)  # type: ignore[arg-type]
     bdir = found.directory / f"broker-{broker_id}"
-    bdir.mkdir()
+    bdir.mkdir(exist_ok=True)  # left by an add-broker that could not start: its config went
     props = {"broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{port}",
              "log.dirs": str(bdir / "data"),
              **{k: v for k, v in template.items() if k not in OWN_KEYS}}

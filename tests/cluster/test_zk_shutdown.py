@@ -31,7 +31,7 @@ def test_sigterm_with_zookeeper_gone_gives_up_controlled_shutdown_and_stops_clea
                               "--replication-factor", "1", "-b", b.bootstrap], capture_output=True, text=True,
                              timeout=60, cwd=REPO)
     assert created.returncode == 0, created.stderr
-    b.wait_until(lambda: (b.log_dir / "t-1").is_dir(), 30)
+    assert b.wait_until(lambda: (b.log_dir / "t-1").is_dir(), 30)
     if zookeeper_fate == "stopped":
         zookeeper.stop()
     else:

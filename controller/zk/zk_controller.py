@@ -298,6 +298,12 @@ class ZkController:
         """ZkAdminManager.createPartitions for one topic: Kafka's checks and messages, the new
         partitions continuing the round robin (controller.assignment), the assignment written."""
         topic = self.metadata().topics.get(name)
+        if any(tp.topic == name for tp in self.kafka_controller.controller_context.partitions_being_reassigned):
+            # Kafka's first check, before the assignment's (a reassignment adding a broker that has
+            # died since must not turn this into INVALID_REPLICATION_FACTOR); the admin's write
+            # checks the znode again
+            raise KafkaProtocolError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                                     f"A partition reassignment is in progress for the topic '{name}'.")
         existing = {} if topic is None else {p: list(s.replicas) for p, s in topic.partitions.items()}
         brokers = get_broker_metadatas(self._live_brokers(), RackAwareMode.ENFORCED)
         new = create_partitions_assignment(name, existing, brokers, total, assignments, rng=self.rng)

@@ -36,6 +36,7 @@ from protocol.errors import ErrorCode, error_name
 from protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest
 from protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
 from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from storage.errors import KafkaStorageError
 
 log = structlog.get_logger("odradek.replica_fetcher")
 
@@ -269,7 +270,16 @@ class ReplicaFetcher:
                         log.info("Partition has an error from the leader: backing off", topic=tp[0],
                                  partition=tp[1], leader=self.leader, error=error_name(pd.error_code))
                         st.delayed_until = loop.time() + cfg.backoff_ms / 1000
-                except Exception:
+                except Exception as e:
+                    if isinstance(e, KafkaStorageError):
+                        # its log dir failed (the LogDirFailureChannel said so, once): no retry
+                        # on a broken disk, the partition is no longer fetched (Kafka's
+                        # markPartitionFailed); the log-dir failure handler takes it offline
+                        self.remove(tp)
+                        log.warning("Error while processing data for partition: its log dir failed, it is no "
+                                    "longer fetched", topic=tp[0], partition=tp[1], fetch_offset=st.fetch_offset,
+                                    error=str(e))
+                        continue
                     log.exception("Unexpected error while processing data for partition", topic=tp[0],
                                   partition=tp[1], fetch_offset=st.fetch_offset)
                     st.delayed_until = loop.time() + cfg.backoff_ms / 1000

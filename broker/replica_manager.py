@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -56,7 +57,7 @@ from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
 from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
-from storage.errors import StorageError
+from storage.errors import KafkaStorageError, StorageError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -577,6 +578,9 @@ class ReplicaManager(_ZkReplicaState):
         # answered KAFKA_STORAGE_ERROR, as Kafka answers for a partition on an offline log dir,
         # and opened again by a job that the next request for one of them starts
         self.offline: dict[TopicPartition, str] = {}
+        # the partitions of those whose log dir failed (handle_log_dir_failure): never opened
+        # again until the broker restarts (Kafka's HostedPartition.Offline)
+        self.offline_dir_partitions: set[TopicPartition] = set()
         self._reopening: set[str] = set()  # topics with such a job running
         self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
@@ -717,6 +721,63 @@ class ReplicaManager(_ZkReplicaState):
 
         self.server._spawn(alter())
 
+    # -- log dir failures (Kafka's LogDirFailureHandler and ReplicaManager.handleLogDirFailure) ----
+
+    async def _handle_log_dir_failures(self) -> None:
+        """Take each dir the LogDirFailureChannel reports, in order, and stop serving it."""
+        channel = self.log_manager.log_dir_failure_channel
+        while True:
+            d = await channel.take_next_offline_log_dir()
+            try:
+                await self.handle_log_dir_failure(d)
+            except Exception:  # a bug: the dir's partitions may still be served, say so
+                log.exception("handling the failure of a log dir failed", log_dir=d)
+
+    async def handle_log_dir_failure(self, log_dir: str) -> None:
+        """A log dir failed: its partitions stop at once (no retry loop on a broken disk): the
+        fetchers stop following them, they are no longer hosted -- every request for them,
+        the controller's LeaderAndIsr included, is answered KAFKA_STORAGE_ERROR until the broker
+        restarts -- the requests parked on them complete, the coordinators let them go, and
+        their logs close without writing. Then the controller is told (ZooKeeper mode: a
+        /log_dir_event_notification znode): it sends LeaderAndIsr for this broker's replicas,
+        and the KAFKA_STORAGE_ERROR answers make it elect other leaders and shrink the ISRs
+        now, not after replica.lag.time.max.ms. The LogManager halts the broker when this was
+        its last log dir. Kafka's ReplicaManager.handleLogDirFailure."""
+        d = Path(log_dir)
+        loop = asyncio.get_running_loop()
+        log.warning(f"Stopping serving replicas in dir {d} because the log directory has failed.")
+        async with self._state_change_lock:
+            failed = [tp for tp, p in self.partitions.items() if p.log.dir.parent.absolute() == d]
+            self.replica_fetcher_manager.remove_partitions(failed)
+            reason = f"the log dir {d} is offline"
+            was_leader = [tp for tp in failed if self.partitions[tp].is_leader]
+            for tp in failed:
+                self.partitions.pop(tp)
+                self.offline[tp] = reason
+                self.offline_dir_partitions.add(tp)
+                self.produce_purgatory.check_and_complete(tp)
+                self.fetch_purgatory.check_and_complete(tp)
+            self._leadership_changed([], was_leader)
+            log.warning(f"Broker {self.broker_id} stopped fetcher for partitions "
+                        f"{','.join(_tp(tp) for tp in failed)} because they are in the failed log directory {d}.")
+            # logs loaded but not hosted yet (their LeaderAndIsr to come) are offline too
+            unhosted = await loop.run_in_executor(None, self.log_manager.handle_log_dir_failure, d)
+            for tp in unhosted:
+                if tp not in self.partitions:
+                    self.offline[tp] = reason
+                    self.offline_dir_partitions.add(tp)
+        if not self.server.zk_mode and d == self.config.log_dirs[0].absolute():
+            # the single node's metadata store lives there (Kafka halts on its metadata log dir)
+            self.log_manager.halt(f"Shutdown broker because the metadata log dir {d} has failed")
+        if self.server.zk_mode and self.server.zk_registration is not None:
+            try:
+                path = await self.server.zk_registration.kafka_zk.propagate_log_dir_event(self.broker_id)
+                log.info("told the controller of the failed log dir", log_dir=str(d), znode=path)
+            except Exception as e:  # ZooKeeper unreachable: the partitions stay offline here
+                log.error("could not tell the controller of the failed log dir: its leaderships move when "
+                          "replica.lag.time.max.ms drops this broker from the ISRs", log_dir=str(d), error=str(e))
+        log.warning(f"Stopped serving replicas in dir {d}")
+
     async def _check_isr_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
@@ -744,6 +805,7 @@ class ReplicaManager(_ZkReplicaState):
         self.produce_purgatory.start()
         if self.server.zk_mode:  # Kafka's isr-expiration task
             self.server._spawn(self._check_isr_periodically())
+        self.server._spawn(self._handle_log_dir_failures())
         for topic in list(self.image.topics.values()):
             self._host_topic(topic)
 
@@ -768,7 +830,7 @@ class ReplicaManager(_ZkReplicaState):
         config = self.log_config_for(topic)
         missing = []
         for state in topic.partitions.values():
-            if self.broker_id not in state.replicas:
+            if self.broker_id not in state.replicas or (topic.name, state.partition) in self.offline_dir_partitions:
                 continue
             existing = self.partitions.get((topic.name, state.partition))
             if existing is not None:
@@ -838,6 +900,7 @@ class ReplicaManager(_ZkReplicaState):
                 self.partitions.pop(tp)
             for tp in [tp for tp in self.offline if tp[0] == topic.name]:
                 self.offline.pop(tp)
+                self.offline_dir_partitions.discard(tp)  # a new topic of that name may use the live dirs
         job = asyncio.ensure_future(self._metadata_job(event, topic))
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
@@ -868,6 +931,8 @@ class ReplicaManager(_ZkReplicaState):
         if p is None:
             error = self.offline.get((topic, partition)) if self.offline else None
             if error is not None:
+                if (topic, partition) in self.offline_dir_partitions:
+                    raise KafkaProtocolError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {error}")
                 if not self.server.zk_mode:  # in a cluster the controller re-sends LeaderAndIsr
                     self._reopen(topic)
                 raise KafkaProtocolError(
@@ -931,21 +996,29 @@ class ReplicaManager(_ZkReplicaState):
                     self.fetch_purgatory.check_and_complete(tp)
                     flush_at = p.log.flush_due(now_ms)
                     if flush_at is not None:
-                        due.append((p.log, flush_at))
+                        due.append((tp, p.log, flush_at))
                 except KafkaProtocolError as e:
                     # Kafka's appendToLocalLog: a failed append to a hosted partition reports its log
                     # start offset, except for the errors answered with UNKNOWN_LOG_APPEND_INFO
                     lso = -1 if p is None or e.code in _NO_LOG_START_OFFSET else p.log.log_start_offset
                     results[tp] = ProduceResult(error=e.code, log_start_offset=lso, message=e.message,
                                                 record_errors=getattr(e, "record_errors", None))
-                    if e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed:
+                    if (e.code == ErrorCode.KAFKA_STORAGE_ERROR and tp not in self._storage_failed
+                            and tp not in self.offline_dir_partitions and not isinstance(e, KafkaStorageError)):
                         # once per partition, not per request: a full disk fails every produce
                         self._storage_failed.add(tp)
                         log.warning("storage error on append: answering KAFKA_STORAGE_ERROR until an append "
                                     "succeeds (not logged again)", topic=tp[0], partition=tp[1], error=e.message)
         if due:
             loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for lg, off in due))
+            flushed = await asyncio.gather(*(loop.run_in_executor(None, lg.flush, off) for _, lg, off in due),
+                                           return_exceptions=True)
+            for (tp, _, _), outcome in zip(due, flushed, strict=True):
+                if isinstance(outcome, StorageError):  # its dir went offline: not acknowledged
+                    results[tp] = ProduceResult(error=outcome.code, message=outcome.message)
+                    required.pop(tp, None)
+                elif isinstance(outcome, BaseException):
+                    raise outcome
         if required_acks == -1 and required:
             op = DelayedProduce(timeout_ms, results, required, self._leader_high_watermark, self._enough_isr)
             self.produce_purgatory.try_complete_else_watch(op, list(required))
@@ -965,7 +1038,10 @@ class ReplicaManager(_ZkReplicaState):
         for tp, lg in self.log_manager:
             p = self.partitions.get(tp)
             if p is not None and p.log is lg:
-                deleted += await p.run_exclusive(self.log_manager.cleanup_log, lg, now_ms)
+                try:
+                    deleted += await p.run_exclusive(self.log_manager.cleanup_log, lg, now_ms)
+                except KafkaStorageError:  # its dir went offline (reported once): the others go on
+                    continue
         return deleted
 
     def _high_watermark_moved(self, tp: TopicPartition) -> None:

@@ -13,7 +13,8 @@ its own process, ports and log dir, their logs in one folder -- and views of it.
 The processes run in their own sessions (they outlive the command), `down` stops the brokers
 (SIGTERM: each shuts down cleanly) and then ZooKeeper; the data stays unless `--delete-data`.
 `status` prints the processes, and what the brokers answer to Metadata: brokers, controller,
-offline and under-replicated partitions. `zk-dump` prints Kafka's znodes. `start`, `stop`,
+offline and under-replicated partitions; and to DescribeLogDirs: the log dirs an I/O error took
+offline (KAFKA_STORAGE_ERROR). `zk-dump` prints Kafka's znodes. `start`, `stop`,
 `restart`, `kill` and `add-broker` manage one broker (clients.cluster_brokers); `status` and `down`
 find the processes as clients.cluster_procs does, so a broker restarted by hand is one of them.
 
@@ -45,7 +46,7 @@ from clients.cluster_procs import (
     write_state,
 )
 from clients.cluster_procs import stop as stop_process
-from clients.common import admin_client, parse_pairs
+from clients.common import admin_client, broker_error, parse_pairs
 from clients.reachability import unanswered
 from clients.zookeeper_server import READY_MARKER, serves, write_config, zookeeper_command
 
@@ -181,7 +182,7 @@ def _found(directory: Path, timeout_s: float) -> ClusterProcs:
 @dir_option
 @click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True)
 def status(directory: Path, timeout_s: float) -> None:
-    """Processes, brokers, controller, offline and under-replicated partitions.
+    """Processes, brokers, controller, offline and under-replicated partitions, offline log dirs.
 
     Brokers are found by their configs in the directory, their registration in the cluster's
     ZooKeeper and the process holding each log dir's lock: a broker restarted by hand counts.
@@ -220,6 +221,7 @@ def status(directory: Path, timeout_s: float) -> None:
     with admin_client(bootstrap, timeout_s) as admin:
         described = admin.describe_topics()
         info = admin.describe_cluster()
+        log_dirs = admin.describe_log_dirs()
     registered = sorted(b["broker_id"] for b in info["brokers"])
     click.echo(f"cluster {info['cluster_id']}: brokers {registered}; controller: {info['controller_id']}")
     offline, under = [], []
@@ -236,6 +238,11 @@ def status(directory: Path, timeout_s: float) -> None:
         click.echo(f"  offline: {tp}")
     for tp in under:
         click.echo(f"  under-replicated: {tp}")
+    dirs = [(b["broker"], d) for b in sorted(log_dirs, key=lambda b: b["broker"]) for d in b["log_dirs"]]
+    failed = [(broker, d) for broker, d in dirs if d["error_code"] != 0]
+    click.echo(f"log dirs: {len(dirs)}; offline: {len(failed)}")
+    for broker, d in failed:
+        click.echo(f"  offline log dir: broker {broker} {d['log_dir']} ({broker_error(d['error_code']).split(':')[0]})")
 
 
 @cluster.command()

@@ -17,6 +17,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "KafkaStorageError",
     "LogSegmentOffsetOverflowError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
@@ -40,6 +41,13 @@ class StorageError(KafkaProtocolError):
     def error_name(self) -> str:
         """Kafka's name of the error, e.g. ``"OFFSET_OUT_OF_RANGE"``."""
         return self.info.name
+
+
+class KafkaStorageError(StorageError):
+    """An I/O error in a log dir, which took the dir offline (Kafka's KafkaStorageException as
+    UnifiedLog.maybeHandleIOException raises it, after the LogDirFailureChannel was told), or an
+    operation refused because the dir is offline already. Whoever catches it logs no traceback
+    and does not retry: the dir's partitions stop (broker.replica_manager.handle_log_dir_failure)."""
 
 
 class OffsetOutOfRangeError(StorageError):

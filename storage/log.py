@@ -91,6 +91,7 @@ from storage.config import LONG_MAX, LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
@@ -99,6 +100,7 @@ from storage.errors import (
 )
 from storage.file_records import EMPTY_RECORDS, FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch import LeaderEpochFileCache
+from storage.log_dir_failure_channel import LogDirFailureChannel, describe_io_error, io_error_of
 from storage.log_loader import load_log, rebuild_producer_state
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -190,6 +192,39 @@ def _locked(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def _handles_io_errors(what: str) -> Callable[[_F], _F]:
+    """Kafka's UnifiedLog.maybeHandleIOException around a log operation that writes: an I/O
+    error (an OSError, or a StorageError raised from one: a full disk, a failing device) reports
+    the log's dir to its LogDirFailureChannel -- which takes the dir offline, once -- and is
+    raised as StorageError (KAFKA_STORAGE_ERROR) saying what failed where; other errors pass
+    unchanged. A log whose dir is offline already refuses the operation at once, as Kafka's
+    does: its files are not to be touched again until the broker restarts."""
+
+    def decorate(method: _F) -> _F:
+        @functools.wraps(method)
+        def wrapper(self: Log, *args: Any, **kwargs: Any) -> Any:
+            channel = self.log_dir_failure_channel
+            if channel is not None and channel.any_offline and channel.has_offline_log_dir(self.dir.parent):
+                raise KafkaStorageError(
+                    f"The log dir {self.dir.parent} is already offline due to a previous IO exception.")
+            try:
+                return method(self, *args, **kwargs)
+            except KafkaStorageError:  # a nested operation's, reported already
+                raise
+            except Exception as e:
+                cause = io_error_of(e)
+                if cause is None:
+                    raise
+                message = f"Error while {what} {self.name} in dir {self.dir.parent}"
+                if channel is not None:
+                    channel.maybe_add_offline_log_dir(self.dir.parent, message, cause)
+                raise KafkaStorageError(f"{message}: {describe_io_error(cause)}") from e
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 def _producer_batches(
     name: str, mv: memoryview, positions: list[int]
 ) -> list[BatchHeader | ProducerBatch]:
@@ -279,6 +314,9 @@ class Log:
         self._producer_state = producer_state
         self._first_unstable_offset: int | None = None  # Kafka's firstUnstableOffsetMetadata
         self._unflushed_snapshots: list[tuple[int, Path]] = []  # written at roll, fsynced by flush
+        # where an I/O error of this log's writes is reported (set by the LogManager: its dir
+        # goes offline); None for a log opened on its own (tools, tests)
+        self.log_dir_failure_channel: LogDirFailureChannel | None = None
         self._on_high_watermark_updated()
 
     # -- opening -------------------------------------------------------------------------------
@@ -521,6 +559,7 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------
 
+    @_handles_io_errors("appending records to")
     def append_as_leader(
         self,
         buf: bytes | bytearray | memoryview,
@@ -730,6 +769,7 @@ class Log:
         self._producer_state.apply_append(analysis, last_offset + 1)
         self._update_first_unstable_offset()
 
+    @_handles_io_errors("assigning an epoch start offset of")
     @_locked
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Kafka's UnifiedLog.maybeAssignEpochStartOffset: a broker that becomes leader records
@@ -743,6 +783,7 @@ class Log:
             cache.assign(leader_epoch, start_offset, flush=False)  # written by flush()
         self._last_assigned_epoch = leader_epoch
 
+    @_handles_io_errors("appending records as a follower to")
     @_locked
     def append_as_follower(self, buf: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication). Checks length,
@@ -913,6 +954,7 @@ class Log:
             cfg.segment_bytes, cfg.segment_ms, max_ts, self._log_end_offset + last_delta, n, now_ms
         )
 
+    @_handles_io_errors("rolling a new log segment of")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset); the old one
         gets its final time-index entry and is trimmed, and the producer state is snapshotted at
@@ -1195,6 +1237,7 @@ class Log:
 
     # -- truncation ----------------------------------------------------------------------------
 
+    @_handles_io_errors("truncating")
     @_locked
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch at or after ``target_offset`` (a batch boundary, e.g. from
@@ -1237,6 +1280,7 @@ class Log:
         self._on_high_watermark_updated()
         return True
 
+    @_handles_io_errors("truncating fully")
     @_locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Remove every segment and start an empty log at ``new_offset`` (log start, high
@@ -1287,6 +1331,7 @@ class Log:
 
     # -- retention -----------------------------------------------------------------------------
 
+    @_handles_io_errors("deleting old segments of")
     @_locked
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: remove segments past retention.ms (by their largest timestamp), beyond
@@ -1425,6 +1470,7 @@ class Log:
             ) from failed
         return True
 
+    @_handles_io_errors("incrementing the log start offset of")
     @_locked
     def maybe_increment_log_start_offset(self, new_start: int, reason: str = "client delete records") -> bool:
         """DeleteRecords: move the log start offset up to ``new_start`` (<= high watermark, else
@@ -1442,6 +1488,7 @@ class Log:
         """When the earliest ``.deleted`` segment is due for removal, or None."""
         return min((due for due, _ in self._pending_deletes), default=None)
 
+    @_handles_io_errors("deleting segment files of")
     def delete_expired_files(self, now_ms: int | None = None) -> int:
         """Remove the files of segments deleted at least file.delete.delay.ms ago; returns how
         many segments were removed."""
@@ -1488,6 +1535,7 @@ class Log:
             return roll
         return None
 
+    @_handles_io_errors("flushing")
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset``) (default: the
         log end offset) and advance the recovery point to ``offset``. Blocking: the broker runs
@@ -1525,6 +1573,7 @@ class Log:
             if self._pending_roll_flush is not None and self._pending_roll_flush <= self._recovery_point:
                 self._pending_roll_flush = None
 
+    @_handles_io_errors("writing the leader-epoch checkpoint of")
     def checkpoint_leader_epochs(self) -> None:
         """Write leader-epoch-checkpoint if the append path assigned a new epoch since the last
         write (blocking: the flush task and :meth:`flush` call it from an executor). Not once
@@ -1565,6 +1614,18 @@ class Log:
                 for _due, seg in self._pending_deletes:
                     seg.close_handlers()
                 self._pending_deletes.clear()
+
+    def close_handlers(self) -> None:
+        """Close every file without writing anything (Kafka's UnifiedLog.closeHandlers): the
+        log's dir failed, so nothing more is written to it; the next start recovers the log
+        from its recovery point. Waits for periodic file work in progress (unless_closed)."""
+        with self._open_lock, self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close_handlers()
+            for _due, seg in self._pending_deletes:
+                seg.close_handlers()
+            self._pending_deletes.clear()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory (topic deletion)."""

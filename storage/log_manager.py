@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -61,7 +62,9 @@ from storage.checkpoints import (
     write_meta_properties,
 )
 from storage.config import LogConfig
+from storage.errors import KafkaStorageError
 from storage.log import Log
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("odradek.storage.log_manager")
@@ -136,6 +139,15 @@ class LogDirError(RuntimeError):
     broker must not start. The message names the dir; the server logs it as one line."""
 
 
+def halt_broker(message: str) -> None:
+    """Kafka's fatal line and Exit.halt(1): the process ends at once, without a shutdown (its
+    logs cannot be written any more; the next start recovers them)."""
+    log.critical(message)
+    logging.shutdown()  # flushes the handlers: the line must reach the operator
+    sys.stderr.flush()
+    os._exit(1)
+
+
 class LogManager:
     def __init__(
         self,
@@ -150,7 +162,12 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.logs: dict[TopicPartition, Log] = {}
         self.log_dir_of: dict[TopicPartition, Path] = {}
-        self._locks: list[int] = []
+        self._locks: dict[Path, int] = {}
+        # I/O errors of the logs and checkpoints take their dir offline here (Kafka's
+        # LogDirFailureChannel); the ReplicaManager's handler then calls handle_log_dir_failure
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        # what ends the process when no log dir is left (tests of the pure logic replace it)
+        self.halt: Callable[[str], None] = halt_broker
         self.had_clean_shutdown: dict[Path, bool] = {}
         # dirs this start found without meta.properties and without any log: nothing to recover
         self._new_dirs: set[Path] = set()
@@ -215,7 +232,7 @@ class LogManager:
                 f"Failed to acquire lock on file .lock in {d}. A Kafka instance in another process "
                 "or thread is using this directory."
             ) from None
-        self._locks.append(fd)
+        self._locks[d] = fd
 
     def _check_meta_properties(self, d: Path) -> bool:
         """Check d's meta.properties against this broker (read only); False when there is none."""
@@ -284,6 +301,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp),
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
+            self.logs[tp].log_dir_failure_channel = self.log_dir_failure_channel
             self.log_dir_of[tp] = d
             if tp in cleaner_offsets:
                 self.cleaner_offsets[tp] = cleaner_offsets[tp]
@@ -295,6 +313,52 @@ class LogManager:
         if marker_found:
             marker.unlink()  # a crash from here on must be detected at the next start
         log.info("Loaded %d logs in %s in %.0f ms", len(todo), d, (time.monotonic() - started) * 1000)
+
+    # -- log dirs ---------------------------------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        """The log dirs no I/O error has taken offline (Kafka's liveLogDirs)."""
+        channel = self.log_dir_failure_channel
+        if not channel.any_offline:
+            return self.log_dirs
+        return [d for d in self.log_dirs if not channel.has_offline_log_dir(d)]
+
+    def is_log_dir_online(self, d: Path) -> bool:
+        return not self.log_dir_failure_channel.has_offline_log_dir(d)
+
+    def maybe_add_offline_log_dir(self, d: Path, message: str, error: BaseException) -> None:
+        self.log_dir_failure_channel.maybe_add_offline_log_dir(d, message, error)
+
+    def handle_log_dir_failure(self, d: Path) -> list[TopicPartition]:
+        """Stop serving the logs of a failed dir (Kafka's LogManager.handleLogDirFailure): they
+        leave this manager with their file handles closed, nothing written (blocking: run it in
+        an executor), their cleaning aborted, the dir's lock released; returns their partitions.
+        When no log dir is left the broker halts, as Kafka's does."""
+        d = next((x for x in self.log_dirs if x.absolute() == Path(d).absolute()), Path(d))
+        log.warning("Stopping serving logs in dir %s", d)
+        live = self.live_log_dirs
+        if not live:
+            self.halt(f"Shutdown broker because all log dirs in {', '.join(map(str, self.log_dirs))} have failed")
+        offline = sorted(tp for tp, ld in list(self.log_dir_of.items()) if ld == d)
+        for tp in offline:
+            if self.cleaner is not None:
+                self.cleaner.abort_and_pause(tp)
+                self.cleaner.forget(tp)
+            lg = self.logs.pop(tp, None)
+            self.log_dir_of.pop(tp, None)
+            self.cleaner_offsets.pop(tp, None)
+            if lg is not None:
+                try:
+                    lg.close_handlers()
+                except OSError as e:  # swallowed, as Kafka's CoreUtils.swallow
+                    log.warning("Closing the files of %s in the failed dir %s: %s", lg.name, d, e)
+        log.warning("Logs for partitions %s are offline due to failure on log directory %s",
+                    ",".join(f"{t}-{p}" for t, p in offline), d)
+        fd = self._locks.pop(d, None)
+        if fd is not None:
+            os.close(fd)
+        return offline
 
     # -- logs -------------------------------------------------------------------------------------
 
@@ -311,7 +375,11 @@ class LogManager:
                 metadata.write(topic_id)
             return existing
         counts = Counter(self.log_dir_of.values())
-        d = min(self.log_dirs, key=lambda x: counts[x])  # the fewest logs; ties: first listed
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
+                               f"{', '.join(map(str, self.log_dirs))} are offline")
+        d = min(live, key=lambda x: counts[x])  # the fewest logs; ties: first listed
         path = d / f"{topic}-{partition}"
         path.mkdir(parents=True, exist_ok=True)
         metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(path))
@@ -327,6 +395,7 @@ class LogManager:
             clean_shutdown=True,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
+        new.log_dir_failure_channel = self.log_dir_failure_channel
         self.logs[tp] = new
         self.log_dir_of[tp] = d
         return new
@@ -376,7 +445,11 @@ class LogManager:
             self.checkpoint_cleaner_offsets([d])
         src = d / f"{topic}-{partition}"
         dst = d / log_delete_dir_name(topic, partition)
-        os.replace(src, dst)
+        try:
+            os.replace(src, dst)
+        except OSError as e:  # Kafka: an IOException deleting a log takes its dir offline
+            self.maybe_add_offline_log_dir(d, f"Error while deleting log for {topic}-{partition} in dir {d}", e)
+            raise KafkaStorageError(f"Error while deleting log for {topic}-{partition} in dir {d}: {e}") from e
         shutil.rmtree(dst, ignore_errors=True)
         return dst
 
@@ -390,7 +463,13 @@ class LogManager:
         ids idle for producer.id.expiration.ms (Kafka runs that every 10 minutes; here it runs
         with retention, every log.retention.check.interval.ms)."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        return sum(self.cleanup_log(lg, now_ms) for _, lg in self)
+        deleted = 0
+        for _, lg in self:
+            try:
+                deleted += self.cleanup_log(lg, now_ms)
+            except KafkaStorageError:  # its dir went offline (reported): the other logs go on
+                pass
+        return deleted
 
     @staticmethod
     def cleanup_log(lg: Log, now_ms: int) -> int:
@@ -412,9 +491,15 @@ class LogManager:
             pending, self._unsynced_metadata = self._unsynced_metadata, []
         written = 0
         for metadata in pending:
+            d = metadata.path.parent.parent
+            if not self.is_log_dir_online(d):
+                continue
             try:
                 metadata.maybe_flush()
             except FileNotFoundError:  # the partition was deleted since
+                continue
+            except OSError as e:
+                self.maybe_add_offline_log_dir(d, f"Error while writing {metadata.path}", e)
                 continue
             written += 1
         return written
@@ -430,11 +515,14 @@ class LogManager:
             with lg.unless_closed() as is_open:  # deleted meanwhile: its files are not ours
                 if not is_open:
                     continue
-                lg.checkpoint_leader_epochs()  # epochs the append path assigned (not fsynced there)
-                offset = lg.flush_due(now_ms)
-                if offset is not None:
-                    lg.flush(offset)
-                    flushed += 1
+                try:
+                    lg.checkpoint_leader_epochs()  # epochs the append path assigned (not fsynced there)
+                    offset = lg.flush_due(now_ms)
+                    if offset is not None:
+                        lg.flush(offset)
+                        flushed += 1
+                except KafkaStorageError:  # its dir went offline (reported): the other logs go on
+                    pass
         return flushed
 
     def _write_checkpoint(
@@ -444,15 +532,22 @@ class LogManager:
         dirs: Iterable[Path] | None = None,
     ) -> None:
         """Rewrite the checkpoint ``file_name`` of each log dir (default: all) with
-        ``offset_of(tp, log)`` for every log in that dir; None leaves the log out."""
-        for d in self.log_dirs if dirs is None else dirs:
+        ``offset_of(tp, log)`` for every log in that dir; None leaves the log out. An offline
+        dir is skipped; a dir whose write fails goes offline (Kafka: the checkpoint's
+        IOException reaches the LogDirFailureChannel), the others are still written."""
+        for d in self.live_log_dirs if dirs is None else dirs:
+            if not self.is_log_dir_online(d):
+                continue
             offsets = {}
             for tp, lg in self:
                 if self.log_dir_of.get(tp) == d:
                     offset = offset_of(tp, lg)
                     if offset is not None:
                         offsets[tp] = offset
-            OffsetCheckpointFile(d / file_name).write(offsets)
+            try:
+                OffsetCheckpointFile(d / file_name).write(offsets)
+            except OSError as e:
+                self.maybe_add_offline_log_dir(d, f"Disk error while writing {file_name} in dir {d}", e)
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, lambda _tp, lg: lg.recovery_point)
@@ -516,8 +611,8 @@ class LogManager:
         ])
         attempt("close logs", [(f"{tp[0]}-{tp[1]}", lg.close) for tp, lg in logs])
         if not failed:
-            attempt("write the clean-shutdown markers", [(str(d), lambda d=d: _write_marker(d)) for d in self.log_dirs])
-        for fd in self._locks:
+            attempt("write the clean-shutdown markers", [(str(d), lambda d=d: _write_marker(d)) for d in self.live_log_dirs])
+        for fd in self._locks.values():
             os.close(fd)
         self._locks.clear()
         if failed:

@@ -1,6 +1,8 @@
 """DescribeLogDirs (key 35), versions 1-4: each log dir with its partitions' sizes (bytes on
 disk), offset lag 0 (no future replicas) and, v4+, the dir's total and usable bytes.
-topics null means every partition."""
+topics null means every partition. A dir an I/O error took offline is answered as Kafka's:
+KAFKA_STORAGE_ERROR, no partitions, total and usable bytes -1 (the operator's way to see it:
+`kafka-log-dirs.sh --describe`, `odradek cluster status`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from protocol.messages import describe_log_dirs_response as r
 
@@ -18,6 +21,10 @@ async def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLo
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     results = []
     for d in lm.log_dirs:
+        if not lm.is_log_dir_online(d):
+            results.append(r.DescribeLogDirsResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(d.resolve()),
+                                                   topics=[], total_bytes=-1, usable_bytes=-1))
+            continue
         by_topic: dict[str, list[r.DescribeLogDirsPartition]] = {}
         for tp, lg in lm:
             if lm.log_dir_of.get(tp) != d or (wanted is not None and tp not in wanted):

@@ -31,9 +31,13 @@ an AlterPartition puts every target replica in the ISR (onPartitionReassignment)
 failover and when a target broker starts. The deprecated /admin/reassign_partitions znode is
 honoured too (each partition taken out of it once done or refused; the znode deleted when empty).
 
-Not ported (yet): the /admin/preferred_replica_election, /isr_change_notification and /log_dir_event_notification
-znodes (Kafka 3.9 brokers use AlterPartition and LeaderAndIsr responses instead), /feature
-versioning, delegation-token expiry.
+Log dir failures: a broker that lost a log dir creates /log_dir_event_notification/log_dir_event_<seq>;
+the controller sends LeaderAndIsr for that broker's replicas, and the KAFKA_STORAGE_ERROR answers
+take those replicas offline (new leaders elected, ISRs shrunk at once); the notifications are
+deleted once read, and all of them at failover.
+
+Not ported (yet): the /admin/preferred_replica_election and /isr_change_notification znodes
+(Kafka 3.9 brokers use AlterPartition instead), /feature versioning, delegation-token expiry.
 
 Log lines are Kafka's: "[Controller id=N] ..." here, "[Controller id=N epoch=E] ..." on the
 state.change.logger.
@@ -81,6 +85,7 @@ from controller.zk.data import (
     ConfigType,
     ControllerZNode,
     DeleteTopicsZNode,
+    LogDirEventNotificationZNode,
     ReassignPartitionsZNode,
     ReplicaAssignment,
     TopicIdReplicaAssignment,
@@ -101,6 +106,7 @@ from controller.zk.event_manager import (
     Expire,
     LeaderAndIsrResponseReceived,
     ListPartitionReassignments,
+    LogDirEventNotification,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -243,6 +249,8 @@ class KafkaController:
         self.broker_change_handler = _ChildHandler(BrokerIdsZNode.path, lambda: put(BrokerChange()))
         self.topic_change_handler = _ChildHandler(TopicsZNode.path, lambda: put(TopicChange()))
         self.topic_deletion_handler = _ChildHandler(DeleteTopicsZNode.path, lambda: put(TopicDeletion()))
+        self.log_dir_event_notification_handler = _ChildHandler(LogDirEventNotificationZNode.path,
+                                                                lambda: put(LogDirEventNotification()))
         self.partition_reassignment_handler = NodeHandler(
             ReassignPartitionsZNode.path, on_create=lambda: put(ZkPartitionReassignment()))
         self.broker_modifications_handlers: dict[int, NodeHandler] = {}
@@ -368,6 +376,8 @@ class KafkaController:
                     await self._process_topic_deletion()
                 case TopicDeletionStopReplicaResponseReceived():
                     await self._process_topic_deletion_stop_replica_response(event)
+                case LogDirEventNotification():
+                    await self._process_log_dir_event_notification()
                 case LeaderAndIsrResponseReceived(response=response, broker_id=broker_id):
                     await self._process_leader_and_isr_response(response, broker_id)
                 case UpdateMetadataResponseReceived(response=response, broker_id=broker_id):
@@ -485,9 +495,15 @@ class KafkaController:
         ctx = self.controller_context
         log.info("%sRegistering handlers", self.log_ident)
         # before reading the source of truth, register the handlers, so no change is missed
-        for handler in (self.broker_change_handler, self.topic_change_handler, self.topic_deletion_handler):
+        for handler in (self.broker_change_handler, self.topic_change_handler, self.topic_deletion_handler,
+                        self.log_dir_event_notification_handler):
             self.zk.register_znode_child_change_handler(handler)
         self.zk.register_znode_change_handler(self.partition_reassignment_handler)
+        # what a notification asks (LeaderAndIsr to its broker's replicas) the replica state
+        # machine's startup does for every broker: the pending ones go, the watch is set
+        log.info("%sDeleting log dir event notifications", self.log_ident)
+        await self.zk_client.delete_log_dir_event_notifications(None, self.controller_context.epoch_zk_version)
+        await self.zk_client.get_all_log_dir_event_notifications()
         log.info("%sInitializing controller context", self.log_ident)
         await self._initialize_controller_context()
         log.info("%sFetching topic deletions in progress", self.log_ident)
@@ -524,6 +540,7 @@ class KafkaController:
         self.zk.unregister_znode_child_change_handler(TopicsZNode.path)
         self._unregister_partition_modifications_handlers(list(self.partition_modifications_handlers))
         self.zk.unregister_znode_child_change_handler(DeleteTopicsZNode.path)
+        self.zk.unregister_znode_child_change_handler(LogDirEventNotificationZNode.path)
         self.zk.unregister_znode_change_handler(ReassignPartitionsZNode.path)
         self.replica_state_machine.shutdown()
         self.zk.unregister_znode_child_change_handler(BrokerIdsZNode.path)
@@ -895,6 +912,25 @@ class KafkaController:
         if response.error_code != ErrorCode.NONE:
             self.state_change_logger.error(f"Received error {_error_name(response.error_code)} in UpdateMetadata "
                                            f"response {response} from broker {broker_id}")
+
+    async def _process_log_dir_event_notification(self) -> None:
+        """Kafka's processLogDirEventNotification: the brokers that lost a log dir get a
+        LeaderAndIsr for each of their replicas (onBrokerLogDirFailure: an OnlineReplica
+        transition); their KAFKA_STORAGE_ERROR answers mark those replicas offline (see
+        _process_leader_and_isr_response). The notifications read are deleted after."""
+        if not self.is_active:
+            return
+        ctx = self.controller_context
+        sequence_numbers = await self.zk_client.get_all_log_dir_event_notifications()
+        try:
+            broker_ids = await self.zk_client.get_broker_ids_from_log_dir_events(sequence_numbers)
+            if broker_ids:
+                log.info("%sHandling log directory failure for brokers %s", self.log_ident,
+                         ",".join(map(str, broker_ids)))
+                replicas = ctx.replicas_on_brokers(broker_ids)
+                await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.OnlineReplica)
+        finally:
+            await self.zk_client.delete_log_dir_event_notifications(sequence_numbers, ctx.epoch_zk_version)
 
     async def _process_leader_and_isr_response(self, response: LeaderAndIsrResponse, broker_id: int) -> None:
         if not self.is_active:

@@ -43,6 +43,7 @@ __all__ = [
     "Expire",
     "LeaderAndIsrResponseReceived",
     "ListPartitionReassignments",
+    "LogDirEventNotification",
     "PartitionModifications",
     "QueuedEvent",
     "Reelect",
@@ -193,6 +194,13 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
     replica_id: int
     request_error: int
     partition_errors: dict[Any, int]
+
+
+@dataclass(eq=False)
+class LogDirEventNotification(ControllerEvent):
+    """The children of /log_dir_event_notification changed: a broker lost a log dir."""
+
+    state: ClassVar[ControllerState] = ControllerState.LogDirChange
 
 
 @dataclass(eq=False)

@@ -511,6 +511,49 @@ class KafkaZkClient:
             if isinstance(r, Exception) and not isinstance(r, NoNodeError):
                 raise r
 
+    # --- log dir event notifications (a broker lost a log dir) ------------------------------------
+
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker tells the controller it lost a log dir (Kafka's propagateLogDirEvent):
+        `/log_dir_event_notification/log_dir_event_<seq>` (persistent sequential) with
+        {"version":1,"broker":<id>,"event":1}; returns the path created."""
+        return await self._retry(lambda: self.zk.create(
+            zd.LogDirEventNotificationSequenceZNode.path(""),
+            zd.LogDirEventNotificationSequenceZNode.encode(broker_id), sequential=True))
+
+    async def get_all_log_dir_event_notifications(self) -> list[str]:
+        """The sequence numbers of the pending notifications, watched (the controller's child
+        change handler fires at the next one)."""
+        children = await self.get_children(zd.LogDirEventNotificationZNode.path, watch=True)
+        return sorted(zd.LogDirEventNotificationSequenceZNode.sequence_number(c) for c in children)
+
+    async def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        """The broker of each notification (one gone or unreadable meanwhile is skipped)."""
+        out = []
+        for seq in sequence_numbers:
+            data, _ = await self.get_data_and_stat(zd.LogDirEventNotificationSequenceZNode.path(seq))
+            try:
+                broker = zd.LogDirEventNotificationSequenceZNode.decode(data)
+            except zd.ZkDataError as e:
+                log.warning("Ignoring the unreadable log dir event notification %s: %s", seq, e)
+                continue
+            if broker is not None:
+                out.append(broker)
+        return out
+
+    async def delete_log_dir_event_notifications(self, sequence_numbers: Iterable[str] | None,
+                                                 expected_controller_epoch_zk_version: int) -> None:
+        """Delete the given notifications (None: all of them), as the controller that read them."""
+        if sequence_numbers is None:
+            sequence_numbers = [zd.LogDirEventNotificationSequenceZNode.sequence_number(c) for c in
+                                await self.get_children(zd.LogDirEventNotificationZNode.path)]
+        results = await self._fenced_batch(
+            [DeleteOp(zd.LogDirEventNotificationSequenceZNode.path(s)) for s in sequence_numbers],
+            expected_controller_epoch_zk_version)
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, NoNodeError):
+                raise r
+
     # --- /admin/reassign_partitions (deprecated since 2.4; a 3.9 controller still honours it) ----
 
     async def reassign_partitions_in_progress(self) -> bool:

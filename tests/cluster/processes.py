@@ -56,11 +56,16 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.zk: KafkaZkClient | None = None
 
+    def broker_process(self, i: int) -> BrokerProcess:
+        """Broker i's process, not started (a test's subclass may give it other log dirs)."""
+        return BrokerProcess(self.root / f"broker-{i}", port=self.ports[i], zookeeper_connect=self.connect,
+                             broker_id=i, overrides=[f"zookeeper.session.timeout.ms={SESSION_MS}",
+                                                     "offsets.topic.replication.factor=1",
+                                                     "controlled.shutdown.retry.backoff.ms=500", *self.overrides,
+                                                     *self.per_broker.get(i, ())])
+
     async def start(self, i: int) -> BrokerProcess:
-        b = BrokerProcess(self.root / f"broker-{i}", port=self.ports[i], zookeeper_connect=self.connect, broker_id=i,
-                          overrides=[f"zookeeper.session.timeout.ms={SESSION_MS}", "offsets.topic.replication.factor=1",
-                                     "controlled.shutdown.retry.backoff.ms=500", *self.overrides,
-                                     *self.per_broker.get(i, ())])
+        b = self.broker_process(i)
         self.brokers[i] = b
         return await asyncio.to_thread(b.start)
 

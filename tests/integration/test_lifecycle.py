@@ -1,15 +1,15 @@
 """The `odradek serve` lifecycle (issue #12, §3): a start that cannot succeed says why in one
-line, exits 1 and leaves the log dirs as they were; a shutdown does what it can, even on a full
-disk, and a second signal forces it.
+line, exits 1 and leaves the log dirs as they were; a second signal forces a shutdown; a full
+disk under an append halts the broker, as Kafka halts when its last log dir fails (issue #20
+§1b), in one line and keeping what it acknowledged.
 
-Full-disk and read-only-dir cases run the broker in its own mount namespace (`unshare -m`, plus
-a user namespace `-r` when not root) over a small tmpfs mounted on its log dir: the mount dies
-with the process, so nothing is left mounted whatever happens to the test."""
+The read-only-dir case runs the broker in its own mount namespace (`unshare -m`, plus a user
+namespace `-r` when not root) over a tmpfs mounted on its log dir: the mount dies with the
+process. The full-disk cases mount a small tmpfs themselves (root), unmounted at the end: the
+restart after the halt must find the files."""
 
 from __future__ import annotations
 
-import errno
-import json
 import os
 import re
 import shutil
@@ -25,24 +25,20 @@ import pytest
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request_frame
 from protocol.messages import (
-    CreateTopicsRequest,
-    DeleteRecordsRequest,
     FetchRequest,
     MetadataRequest,
     ProduceRequest,
 )
-from protocol.messages import create_topics_request as ct
-from protocol.messages import delete_records_request as drr
 from protocol.messages import fetch_request as fr
 from protocol.messages import metadata_request as mr
 from protocol.messages import produce_request as pr
 from protocol.records import Record, build_batch, decode_records, iter_batches
 from tests.broker_process import REPO, BrokerProcess, free_port
+from tests.full_disk import UNSHARE, fill, mounted_tmpfs
 from tests.raw_client import RawConnection
 
 SERVE = [sys.executable, "-m", "clients.cli", "serve"]
 # root needs no user namespace for a private mount one (and some hosts forbid unprivileged ones)
-UNSHARE = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
 
 
 def serve(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -246,205 +242,87 @@ def produce(c: RawConnection, topic: str, partitions: list[int], value: bytes) -
     return {p.index: p.error_code for t in r.responses for p in t.partition_responses}
 
 
-def test_full_disk_storage_error_warned_once_per_partition_and_sigterm_exits_0(
-    tmp_path: Path, can_unshare: None,
-) -> None:
-    b = NamespacedBroker(tmp_path / "data", size="3m",
-                         overrides=["num.partitions=2", "offsets.topic.num.partitions=1"]).start()
-    try:
-        with RawConnection(b.port) as c:
-            c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
-            full_at = None
-            for i in range(200):  # 3 MiB / (2 x 60 KB) is well under 200 rounds
-                codes = produce(c, "t", [0, 1], os.urandom(60_000))
-                if codes == {0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.KAFKA_STORAGE_ERROR}:
-                    full_at = i
-                    break
-                assert set(codes.values()) <= {0, ErrorCode.KAFKA_STORAGE_ERROR}, codes
-            assert full_at is not None, "the 3 MiB tmpfs never filled up"
-            for p in (0, 1):  # the warnings may reach the log reader thread after the answer
-                b.wait_for_line(f"partition={p} error=", timeout=10)
-            mark = len(b.lines)
-            for _ in range(20):  # many more failing requests: still one warning per partition
-                assert produce(c, "t", [0, 1], os.urandom(60_000)) == {
-                    0: ErrorCode.KAFKA_STORAGE_ERROR, 1: ErrorCode.KAFKA_STORAGE_ERROR}
-            # nothing more is warned or logged as an error per request
-            repeated = [line for line in b.lines[mark:] if "level='warning'" in line or "level='error'" in line]
-            assert repeated == [], repeated
-        warnings = [line for line in b.lines if "level='warning'" in line and "storage error" in line]
-        assert sorted("partition=0" in w for w in warnings) == [False, True], warnings
-        assert all("topic='t'" in w for w in warnings), warnings
-        t0 = time.monotonic()
-        assert b.stop() == 0, b.log_text()[-3000:]
-        assert time.monotonic() - t0 < 15
-        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
-        assert "shut down" in b.lines[-1], b.lines[-5:]
-    finally:
-        b.kill()
-
-
-def fill(path: Path) -> None:
-    """Write zeros to `path` until the file system has no block left."""
-    with open(path, "ab", buffering=0) as f:
-        for chunk in (1 << 16, 4096, 1):
-            try:
-                while True:
-                    f.write(bytes(chunk))
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-
-
-def produce_one(c: RawConnection, value: bytes, timestamp: int, topic: str = "t") -> tuple[int, int]:
-    """One single-record batch to partition 0 with acks=1: (error code, base offset)."""
-    batch = build_batch([Record(0, 0, 0, None, value, [])], base_timestamp=timestamp)
-    r = c.call(0, 9, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[pr.TopicProduceData(
-        name=topic, partition_data=[pr.PartitionProduceData(index=0, records=batch)])]))
-    p = r.responses[0].partition_responses[0]
-    return p.error_code, p.base_offset
-
-
-def fetch_values(c: RawConnection, offset: int, topic: str = "t") -> list[bytes]:
-    r = c.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+def fetch_partition(c: RawConnection, topic: str, partition: int, offset: int) -> list[bytes]:
+    r = c.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 22, session_epoch=-1,
         topics=[fr.FetchTopic(topic=topic, partitions=[
-            fr.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])]))
+            fr.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 22)])]))
     p = r.responses[0].partitions[0]
     assert p.error_code == 0, p
     data = bytes(p.records or b"")
     return [rec.value for pos, size in iter_batches(data) for rec in decode_records(data[pos:pos + size])[1]]
 
 
-APPENDS = 2500  # more than one reserved chunk of each index (2,048 offset / 1,365 time entries)
-
-
-def test_full_disk_index_pages_answer_storage_error_not_sigbus(tmp_path: Path, can_unshare: None) -> None:
-    """The indexes are sparse, memory-mapped files: writing an entry into a page the full
-    tmpfs has no block for used to kill the broker with SIGBUS (exit -7) at the first index
-    entry after the disk filled. Here every append adds an entry to both indexes
-    (index.interval.bytes=0, rising timestamps) on a disk kept full: after each failed append
-    one page is freed, so every page an index or the .log needs is won by a failure first.
-    Every failure answers KAFKA_STORAGE_ERROR on the same connection, the broker lives on, and
-    once the space is freed all acknowledged records -- and nothing else -- read back in order."""
-    b = NamespacedBroker(tmp_path / "data", size="4m", overrides=[
-        "num.partitions=1", "log.index.interval.bytes=0"]).start()
-    try:
-        with RawConnection(b.port) as c:
-            c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
-            filler = b.inside("filler")
-            fill(filler)
-            acked: list[bytes] = []
-            failed = 0
-            for i in range(APPENDS):
-                value = b"v%d" % i
-                err, base = produce_one(c, value, 1000 + i)
-                if err == 0:
-                    assert base == len(acked)
-                    acked.append(value)
-                    continue
-                assert err == ErrorCode.KAFKA_STORAGE_ERROR, (i, err)
-                failed += 1
-                os.truncate(filler, max(0, filler.stat().st_size - 4096))  # one page back
-            assert b.proc is not None and b.proc.poll() is None
-            assert failed > 0 and len(acked) > 2048, (failed, len(acked))
-            filler.unlink()
-            for i in range(3):  # space again: appends succeed
-                value = b"after%d" % i
-                assert produce_one(c, value, 10_000 + i) == (0, len(acked))
-                acked.append(value)
-            got: list[bytes] = []
-            for _ in range(len(acked)):  # bounded: every fetch returns at least one record
-                more = fetch_values(c, len(got))
-                got += more
-                if not more or len(got) >= len(acked):
-                    break
-            assert got == acked
-        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
-        assert b.stop() == 0, b.log_text()[-3000:]
-    finally:
-        b.kill()
-
-
-def fetch_all(c: RawConnection, topic: str, start: int, count: int) -> list[bytes]:
+def read_back(port: int, topic: str, partition: int, count: int) -> list[bytes]:
     got: list[bytes] = []
-    for _ in range(count):  # bounded: every fetch returns at least one record
-        more = fetch_values(c, start + len(got), topic)
-        got += more
-        if not more or len(got) >= count:
-            break
+    with RawConnection(port) as c:
+        for _ in range(count + 1):  # bounded: every fetch returns at least one record until the end
+            more = fetch_partition(c, topic, partition, len(got))
+            got += more
+            if not more:
+                break
     return got
 
 
-def delete_records(c: RawConnection, topic: str, offset: int) -> tuple[int, int]:
-    r = c.call(21, 2, DeleteRecordsRequest(timeout_ms=5000, topics=[drr.DeleteRecordsTopic(
-        name=topic, partitions=[drr.DeleteRecordsPartition(partition_index=0, offset=offset)])]))
-    p = r.topics[0].partitions[0]
-    return p.error_code, p.low_watermark
-
-
-def create_topic(c: RawConnection, name: str, **configs: str) -> int:
-    r = c.call(19, 7, CreateTopicsRequest(timeout_ms=10000, topics=[ct.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1,
-        configs=[ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])]))
-    return r.topics[0].error_code
-
-
-def test_full_disk_roll_checkpoints_and_new_logs_answer_storage_error(tmp_path: Path, can_unshare: None) -> None:
-    """On a full disk the writes after or around an append -- the roll's last time-index entry
-    and producer snapshot, DeleteRecords' leader-epoch checkpoint, the metadata file and
-    partition.metadata of a new topic -- used to raise out of the handler and close the
-    connection. Each is now answered KAFKA_STORAGE_ERROR for its partition or topic on the same
-    connection; a produce to a partition whose log could not be created answers it too. Once
-    space is freed every retry succeeds, the acknowledged records read back exactly once (no
-    failed append left anything behind) and the new topic's partition opens and takes appends."""
-    b = NamespacedBroker(tmp_path / "data", size="4m", overrides=["num.partitions=1"]).start()
-    try:
-        with RawConnection(b.port) as c:
-            assert create_topic(c, "t", **{"segment.bytes": "2048"}) == 0
-            acked: list[bytes] = []
-            for i in range(4):
-                value = b"v%d" % i + b"x" * 300
-                assert produce_one(c, value, 1000 + i) == (0, len(acked))
-                acked.append(value)
-            filler = b.inside("filler")
-            fill(filler)
-            failed_produce = None
-            for i in range(10):  # a 2 KiB segment: a roll is due within 7 more batches
-                value = b"w%d" % i + b"x" * 300
-                err, base = produce_one(c, value, 2000 + i)
-                if err:
-                    failed_produce = value
-                    break
-                assert base == len(acked)
-                acked.append(value)
-            assert failed_produce is not None, "the disk never refused an append"
-            assert err == ErrorCode.KAFKA_STORAGE_ERROR
-            assert delete_records(c, "t", 2) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
-            assert create_topic(c, "u") == ErrorCode.KAFKA_STORAGE_ERROR
-            r = c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="v")], allow_auto_topic_creation=True))
-            assert [(t.name, t.error_code) for t in r.topics] == [("v", ErrorCode.KAFKA_STORAGE_ERROR)]
-            assert produce_one(c, b"u0", 3000, "u")[0] == ErrorCode.KAFKA_STORAGE_ERROR
-
-            filler.unlink()
-            # `u` and `v` exist, not yet written down: the next request that waits for the
-            # metadata writes it again
-            assert create_topic(c, "u") == ErrorCode.TOPIC_ALREADY_EXISTS
-            saved = json.loads(b.inside("__odradek_metadata.json").read_text())
-            assert sorted(t["name"] for t in saved["topics"]) == ["t", "u", "v"]
-            assert produce_one(c, failed_produce, 2100) == (0, len(acked))  # the same batch, retried
-            acked.append(failed_produce)
-            assert delete_records(c, "t", 2) == (0, 2)
-            assert fetch_all(c, "t", 2, len(acked) - 2) == acked[2:]
-            for _ in range(50):  # the partition of `u` opens again in the background
-                err, base = produce_one(c, b"u0", 3000, "u")
-                if err != ErrorCode.KAFKA_STORAGE_ERROR:
-                    break
-                b.wait_for_line("log opened after a storage error", timeout=10)
-            assert (err, base) == (0, 0)
-            assert fetch_all(c, "u", 0, 1) == [b"u0"]
-        assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
-        assert not [line for line in b.lines if "request handler failed" in line]
-        assert b.stop() == 0, b.log_text()[-3000:]
-    finally:
-        b.kill()
+@pytest.mark.parametrize("index_interval", ["4096", "0"], ids=["log-write", "index-entry-every-append"])
+def test_full_disk_halts_the_broker_with_one_line_and_keeps_what_it_acknowledged(
+    tmp_path: Path, index_interval: str,
+) -> None:
+    """Kafka's rule for a broker whose only log dir fails (LogManager.handleLogDirFailure): the
+    first I/O error -- the full disk under an append, whether the batch's write or (every
+    append adding index entries) an index page's -- takes the dir offline and, no log dir left,
+    the broker halts: exit 1 (never SIGBUS), one error line naming the dir and what failed, one
+    line saying why it stops, no traceback, no retry loop. After a restart on the freed disk
+    every record it acknowledged reads back, in order, and nothing else. (Before issue #20 §1b
+    a single node answered KAFKA_STORAGE_ERROR and lived on.) The tmpfs is mounted by the test
+    (root): the restart must find the files."""
+    with mounted_tmpfs(tmp_path / "data", "4m") as d:
+        overrides = ["num.partitions=2", "offsets.topic.num.partitions=1", f"log.index.interval.bytes={index_interval}"]
+        b = BrokerProcess(d, overrides=overrides).start()
+        acked: dict[int, list[bytes]] = {0: [], 1: []}
+        try:
+            with RawConnection(b.port) as c:
+                c.call(3, 12, MetadataRequest(topics=[mr.MetadataRequestTopic(name="t")], allow_auto_topic_creation=True))
+                for i in range(5):
+                    value = b"before-%d" % i
+                    assert produce(c, "t", [0, 1], value) == {0: 0, 1: 0}
+                    acked[0].append(value)
+                    acked[1].append(value)
+                fill(d / "filler")
+                refused = False
+                for i in range(100):  # the first append that needs a new page fails
+                    value = b"full-%d-" % i + b"x" * 3000
+                    try:
+                        codes = produce(c, "t", [0, 1], value)
+                    except (ConnectionError, EOFError, OSError):  # halted before it answered
+                        refused = True
+                        break
+                    for p, code in codes.items():
+                        if code == 0:
+                            acked[p].append(value)
+                        else:
+                            assert code == ErrorCode.KAFKA_STORAGE_ERROR, codes
+                            refused = True
+                    if refused:
+                        break
+                assert refused, "the full disk never refused an append"
+            assert b.proc is not None
+            assert b.proc.wait(timeout=20) == 1, b.log_text()[-3000:]
+            b.wait_for_line("Shutdown broker because all log dirs in", timeout=5)
+            loud = [line for line in b.lines if "level='error'" in line or "level='critical'" in line]
+            assert len(loud) == 2, "\n".join(loud)
+            assert f"Log directory {d} is offline" in loud[0] and "No space left on device" in loud[0], loud[0]
+            assert f"Shutdown broker because all log dirs in {d} have failed" in loud[1], loud[1]
+            assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+        finally:
+            b.kill()
+        (d / "filler").unlink()
+        again = BrokerProcess(d, overrides=overrides).start()
+        try:
+            assert "UNCLEAN" in again.log_text()
+            for p in (0, 1):
+                assert read_back(again.port, "t", p, len(acked[p]) + 5) == acked[p]
+        finally:
+            assert again.stop() == 0, again.log_text()[-3000:]
 
 
 def park_a_fetch(b: BrokerProcess) -> socket.socket:

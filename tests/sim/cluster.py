@@ -169,7 +169,7 @@ class SimBroker:
         self.alive = False
         for task in list(self.all_tasks):
             task.cancel()
-        for fd in self.log_manager._locks:  # the process's locks go with it
+        for fd in self.log_manager._locks.values():  # the process's locks go with it
             os.close(fd)
         self.log_manager._locks.clear()
 

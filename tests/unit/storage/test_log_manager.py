@@ -63,7 +63,7 @@ def test_unclean_stop_recovers_and_truncates_torn_tail(tmp_path: Path, caplog: p
     seg = d / "t-0" / "00000000000000000000.log"
     good = seg.stat().st_size
     lm.checkpoint_recovery_points()
-    for fd in lm._locks:  # simulate a crash: nothing closed, no marker
+    for fd in lm._locks.values():  # simulate a crash: nothing closed, no marker
         import os
 
         os.close(fd)

@@ -76,7 +76,7 @@ def test_corrupt_checkpoint_kept_after_crash_recovers_fully(tmp_path: Path, capl
     for _, lg in lm:
         for seg in lg.segments:
             seg.close_handlers()
-    for fd in lm._locks:
+    for fd in lm._locks.values():
         os.close(fd)
     (d / "recovery-point-offset-checkpoint").write_bytes(b"\xff" * 10)
     caplog.set_level(logging.INFO, logger="odradek.storage")

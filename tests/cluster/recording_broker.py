@@ -21,6 +21,7 @@ from typing import Any
 from controller.zk.client import ZooKeeperClient
 from controller.zk.data import Broker, BrokerInfo, EndPoint
 from controller.zk.kafka_zk_client import KafkaZkClient
+from protocol.errors import ErrorCode
 from protocol.framing import encode_response_frame, parse_request
 from protocol.messages import (
     ApiVersionsResponse,
@@ -62,6 +63,8 @@ class RecordingBroker:
         self._changed = asyncio.Condition()
         # called with each request received (after it is recorded), before it is answered
         self.on_request: list[Callable[[int, Any], None]] = []
+        # partitions in a failed log dir: LeaderAndIsr answers KAFKA_STORAGE_ERROR for them
+        self.offline: set[tuple[str, int]] = set()
 
     async def start(self) -> RecordingBroker:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -146,7 +149,8 @@ class RecordingBroker:
         if api_key == LEADER_AND_ISR:
             return LeaderAndIsrResponse(error_code=0, topics=[
                 LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=[
-                    LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=0)
+                    LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=(
+                        ErrorCode.KAFKA_STORAGE_ERROR if (t.topic_name, p.partition_index) in self.offline else 0))
                     for p in t.partition_states])
                 for t in request.topic_states])
         if api_key == UPDATE_METADATA:

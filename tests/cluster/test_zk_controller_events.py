@@ -240,3 +240,39 @@ async def test_a_changed_registration_is_sent_to_every_broker(env):
     for b in brokers.values():
         assert await b.wait_for(endpoints) == [("PLAINTEXT", b2.port, 0), ("EXTERNAL", 19093, 1)]
     assert c.controller_context.live_brokers[2].endpoint("EXTERNAL") is not None
+
+
+async def test_a_log_dir_event_takes_the_brokers_failed_replicas_offline_at_once(env):
+    """Kafka's LogDirEventNotification: broker 2 lost the log dir of its replicas of p0 (which
+    it leads) and p1; the controller sends it LeaderAndIsr for all its replicas, and the
+    KAFKA_STORAGE_ERROR answers take those two offline at once -- p0 gets a new leader, both
+    ISRs lose 2 (no wait for its session or replica.lag.time.max.ms) -- while p2 on broker 2 is
+    left alone; the notification is deleted. One left from before a failover is deleted by the
+    new controller (its startup asks every broker anyway)."""
+    admin = await env.admin()
+    stale = await admin.propagate_log_dir_event(3)
+    assert stale.startswith("/log_dir_event_notification/log_dir_event_")
+    brokers, c = await cluster(env)
+    assert await admin.get_children("/log_dir_event_notification") == []
+    assignment = {0: [2, 1, 3], 1: [1, 2, 3], 2: [3, 2]}
+    await admin.create_topic_assignment("t", uuid.uuid4(), assignment)
+    for b in brokers.values():
+        await b.wait_for(lambda b: len(partition_states(b, UPDATE_METADATA, "t")) == 3)
+    await idle(c)
+    mark = len(brokers[2].requests)
+    brokers[2].offline = {("t", 0), ("t", 1)}
+    path = await admin.propagate_log_dir_event(2)
+    assert await env.znode_json(path) == ({"version": 1, "broker": 2, "event": 1}, 0)
+    asked = await brokers[2].wait_for(
+        lambda b: {s.partition_index for _, s in partition_states(b, LEADER_AND_ISR, "t", mark)} == {0, 1, 2})
+    assert asked
+    await idle(c)
+    assert await admin.get_children("/log_dir_event_notification") == []
+    states = {p: (await env.znode_json(f"/brokers/topics/t/partitions/{p}/state"))[0] for p in assignment}
+    assert (states[0]["leader"], states[0]["isr"]) == (1, [1, 3])
+    assert (states[1]["leader"], states[1]["isr"]) == (1, [1, 3])
+    assert (states[2]["leader"], states[2]["isr"]) == (3, [3, 2])  # its dir did not fail
+    um = await brokers[1].wait_for(lambda b: (m := {s.partition_index: s.offline_replicas
+                                                    for _, s in partition_states(b, UPDATE_METADATA, "t")})
+                                   and m[0] == [2] and m)
+    assert (um[0], um[1], um[2]) == ([2], [2], [])

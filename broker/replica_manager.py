@@ -382,7 +382,11 @@ class _ZkReplicaState:
             self.replica_fetcher_manager.remove_partitions([tp])
             # the epoch starts at the log end offset (Kafka's maybeAssignEpochStartOffset), once
             # the previous leadership's truncation or roll is done; the ISR reports again
-            hw_moved = await p.make_leader(state, int(time.time() * 1000))
+            try:
+                hw_moved = await p.make_leader(state, int(time.time() * 1000))
+            except KafkaStorageError as e:  # its dir failed meanwhile (Kafka: markPartitionOffline)
+                self._storage_error_in_state_change(tp, "leader", e, responses)
+                continue
             if hw_moved is None:
                 self._skipped_at_newer_partition_epoch(tp, st, topic_id, "leader", p)
                 continue
@@ -426,7 +430,11 @@ class _ZkReplicaState:
             self.replica_fetcher_manager.remove_partitions([tp])
             # fetch from the new leader; the first fetch names our last epoch, so a log that
             # diverged is truncated by the leader's answer (DivergingEpoch)
-            start = await p.make_follower(state)
+            try:
+                start = await p.make_follower(state)
+            except KafkaStorageError as e:  # its dir failed meanwhile (Kafka: markPartitionOffline)
+                self._storage_error_in_state_change(tp, "follower", e, responses)
+                continue
             if start is None:
                 self._skipped_at_newer_partition_epoch(tp, st, topic_id, "follower", p)
                 continue
@@ -439,6 +447,14 @@ class _ZkReplicaState:
                      f"{prev_epoch}.")
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
+
+    def _storage_error_in_state_change(self, tp: TopicPartition, role: str, e: KafkaStorageError,
+                                       responses: dict[TopicPartition, int]) -> None:
+        """A become-leader/follower whose log's dir failed: answered KAFKA_STORAGE_ERROR (the
+        controller takes the replica offline); the log-dir failure handler unhosts it."""
+        self.state_change_logger.error(f"Skipped the become-{role} state change for {_tp(tp)} since the replica "
+                                       f"for the partition is offline due to storage error {e.message}")
+        responses[tp] = ErrorCode.KAFKA_STORAGE_ERROR
 
     def _at_newer_partition_epoch(self, tp: TopicPartition, st: Any, topic_id: uuid.UUID, role: str) -> bool:
         """Kafka's Partition.makeLeader / makeFollower guard: a state older than the partition's
@@ -742,7 +758,9 @@ class ReplicaManager(_ZkReplicaState):
         /log_dir_event_notification znode): it sends LeaderAndIsr for this broker's replicas,
         and the KAFKA_STORAGE_ERROR answers make it elect other leaders and shrink the ISRs
         now, not after replica.lag.time.max.ms. The LogManager halts the broker when this was
-        its last log dir. Kafka's ReplicaManager.handleLogDirFailure."""
+        its last log dir. Kafka's ReplicaManager.handleLogDirFailure. The partitions are dropped
+        without waiting for their serialisation points: nothing of theirs is written again (their
+        logs refuse every write once the dir is offline), so work in flight on them only fails."""
         d = Path(log_dir)
         loop = asyncio.get_running_loop()
         log.warning(f"Stopping serving replicas in dir {d} because the log directory has failed.")

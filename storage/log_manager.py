@@ -64,7 +64,7 @@ from storage.checkpoints import (
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError
 from storage.log import Log
-from storage.log_dir_failure_channel import LogDirFailureChannel
+from storage.log_dir_failure_channel import LogDirFailureChannel, describe_io_error, io_error_of
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("odradek.storage.log_manager")
@@ -366,21 +366,41 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID) -> Log:
+        """The partition's log, created in the live dir holding the fewest logs when there is
+        none. An I/O error creating it (its directory, partition.metadata, segment files) takes
+        that dir offline, as Kafka's getOrCreateLog does, and raises KafkaStorageError."""
         tp = (topic, partition)
         existing = self.logs.get(tp)
+        if existing is None:
+            counts = Counter(self.log_dir_of.values())
+            live = self.live_log_dirs
+            if not live:
+                raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
+                                        f"{', '.join(map(str, self.log_dirs))} are offline")
+            d = min(live, key=lambda x: counts[x])  # the fewest logs; ties: first listed
+        else:
+            d = self.log_dir_of[tp]
+        try:
+            return self._get_or_create_log_in(d, tp, existing, config, topic_id)
+        except KafkaStorageError:
+            raise
+        except Exception as e:
+            cause = io_error_of(e)
+            if cause is None:
+                raise
+            message = f"Error while creating log for {topic}-{partition} in dir {d}"
+            self.maybe_add_offline_log_dir(d, message, cause)
+            raise KafkaStorageError(f"{message}: {describe_io_error(cause)}") from e
+
+    def _get_or_create_log_in(self, d: Path, tp: TopicPartition, existing: Log | None, config: LogConfig,
+                              topic_id: uuid.UUID) -> Log:
         if existing is not None:
             existing.update_config(config)
             metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(existing.dir))
             if not metadata.exists():  # a log adopted without one (Kafka's UnifiedLog.assignTopicId)
                 metadata.write(topic_id)
             return existing
-        counts = Counter(self.log_dir_of.values())
-        live = self.live_log_dirs
-        if not live:
-            raise KafkaStorageError(f"Can not create log for {topic}-{partition} because log directories "
-                               f"{', '.join(map(str, self.log_dirs))} are offline")
-        d = min(live, key=lambda x: counts[x])  # the fewest logs; ties: first listed
-        path = d / f"{topic}-{partition}"
+        path = d / f"{tp[0]}-{tp[1]}"
         path.mkdir(parents=True, exist_ok=True)
         metadata = PartitionMetadataFile(PartitionMetadataFile.new_file(path))
         metadata.write(topic_id, sync=False)  # readable now; durable at the next flush task

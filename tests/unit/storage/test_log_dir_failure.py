@@ -154,3 +154,16 @@ def test_a_log_closes_its_files_without_writing_when_its_dir_fails(tmp_path: Pat
     lg.close_handlers()
     assert sorted(p.name for p in lg.dir.iterdir()) == before  # no producer snapshot, nothing flushed
     lg.close()  # closed already: nothing to do
+
+
+def test_an_io_error_creating_a_log_takes_its_dir_offline(tmp_path: Path) -> None:
+    """Kafka's getOrCreateLog: the dir the new log was placed in goes offline, the next log is
+    placed in a live dir."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    lm = manager(a, b)
+    (a / "t-0").write_bytes(b"")  # a file where the partition's directory must go: a real OSError
+    with pytest.raises(KafkaStorageError, match=f"Error while creating log for t-0 in dir {a}"):
+        lm.get_or_create_log("t", 0, LogConfig(), uuid.UUID(int=7))
+    assert lm.live_log_dirs == [b]
+    assert lm.get_or_create_log("t", 1, LogConfig(), uuid.UUID(int=7)).dir.parent == b
+    lm.shutdown()

@@ -174,12 +174,41 @@ class FileSizeLimitedBroker(BrokerProcess):
         super()._spawn(cmd, ready_marker, timeout, preexec_fn=limit, **popen)
 
 
+def produce_or_halted(conn: RawConnection, topic: str, values: list[bytes]) -> tuple[int, int] | None:
+    """produce(), or None when the broker halted before it answered (its only log dir failed)."""
+    try:
+        return produce(conn, topic, values)
+    except (ConnectionError, EOFError, OSError):
+        return None
+
+
+def read_back(port: int, count: int) -> list[bytes]:
+    got: list[bytes] = []
+    with RawConnection(port) as conn:
+        for _ in range(count + 1):  # bounded: at least one record per fetch until the end
+            p = fetch(conn, TOPIC, len(got))
+            assert p.error_code == 0
+            more = record_values(p.records)
+            got += more
+            if not more:
+                break
+    return got
+
+
+def assert_halted(b: BrokerProcess) -> None:
+    """Kafka's rule: the only log dir failed, so the broker halts (exit 1), saying why."""
+    assert b.proc is not None and b.proc.wait(timeout=20) == 1, b.log_text()[-3000:]
+    b.wait_for_line("Shutdown broker because all log dirs in", timeout=5)
+    assert "Traceback" not in b.log_text(), b.log_text()[-3000:]
+
+
 def test_a_failed_append_leaves_the_segment_as_it_was(data_dir: Path, started: list[BrokerProcess]) -> None:
     """Appends until the .log cannot grow (a write cut short, then EFBIG): the produce gets
-    KAFKA_STORAGE_ERROR and, when it is answered, the .log holds exactly the acknowledged
-    batches -- no partial batch after them. A smaller batch that still fits is then appended
-    right after them with the next offsets, and after a kill -9 every acknowledged record is
-    read back once. Before: the partial batch stayed in the file after the failure."""
+    KAFKA_STORAGE_ERROR (or the connection ends: the I/O error took the only log dir offline and
+    the broker halts, as Kafka's), and the .log holds exactly the acknowledged batches -- no
+    partial batch after them. After a restart (no file-size limit) a batch is appended right
+    after them with the next offsets, and every acknowledged record is read back once. Before:
+    the partial batch stayed in the file after the failure."""
     overrides = ["auto.create.topics.enable=false", "log.index.size.max.bytes=65536",
                  "log.segment.bytes=1048576"]
     b = FileSizeLimitedBroker(data_dir, overrides=overrides).start()
@@ -188,35 +217,26 @@ def test_a_failed_append_leaves_the_segment_as_it_was(data_dir: Path, started: l
     acked: list[bytes] = []
     with RawConnection(b.port) as conn:
         assert create_topic(conn, TOPIC) == 0
-        err = 0
+        answer: tuple[int, int] | None = (0, 0)
         for i in range(FSIZE_LIMIT // 10_000 + 5):
             values = [b"big%d-%d|" % (i, j) + b"x" * 1000 for j in range(10)]
-            err, base = produce(conn, TOPIC, values)
-            if err:
+            answer = produce_or_halted(conn, TOPIC, values)
+            if answer is None or answer[0]:
                 break
-            assert base == len(acked)
+            assert answer[1] == len(acked)
             acked += values
-        assert err == ErrorCode.KAFKA_STORAGE_ERROR
-        on_disk = seg.read_bytes()
-        assert sum(size for _pos, size in iter_batches(on_disk)) == len(on_disk)  # no partial batch
-        assert record_values(on_disk) == acked
-        assert FSIZE_LIMIT - len(on_disk) > 200
-        err, base = produce(conn, TOPIC, [b"small"])
-        assert (err, base) == (0, len(acked))
-        acked.append(b"small")
-        assert record_values(seg.read_bytes()) == acked
-    b.kill()
+        assert answer is None or answer[0] == ErrorCode.KAFKA_STORAGE_ERROR, answer
+    assert_halted(b)
+    on_disk = seg.read_bytes()
+    assert sum(size for _pos, size in iter_batches(on_disk)) == len(on_disk)  # no partial batch
+    assert record_values(on_disk) == acked
+    assert FSIZE_LIMIT - len(on_disk) > 200
     b2 = BrokerProcess(data_dir, port=b.port, overrides=overrides).start()
     started.append(b2)
     with RawConnection(b2.port) as conn:
-        got: list[bytes] = []
-        for _ in range(len(acked)):  # bounded: at least one record per fetch
-            p = fetch(conn, TOPIC, len(got))
-            assert p.error_code == 0
-            got += record_values(p.records)
-            if len(got) >= len(acked) or not p.records:
-                break
-        assert got == acked
+        assert produce(conn, TOPIC, [b"small"]) == (0, len(acked))
+    acked.append(b"small")
+    assert read_back(b2.port, len(acked)) == acked
 
 
 def alter_topic_config(conn: RawConnection, topic: str, key: str, value: str) -> int:
@@ -225,13 +245,17 @@ def alter_topic_config(conn: RawConnection, topic: str, key: str, value: str) ->
     return resp.responses[0].error_code
 
 
-def test_a_roll_that_cannot_create_its_files_answers_storage_error(data_dir: Path, started: list[BrokerProcess]) -> None:
+def test_a_roll_that_cannot_create_its_files_halts_and_leaves_no_half_made_segment(
+    data_dir: Path, started: list[BrokerProcess],
+) -> None:
     """The topic's segment.index.bytes is raised past what the broker may write (RLIMIT_FSIZE),
-    so the next roll cannot preallocate its indexes (EFBIG): the produce that needs the roll is
-    answered KAFKA_STORAGE_ERROR on a connection that stays open, no half-made segment is left,
-    and once the setting is back the same produce rolls and every acknowledged record is read
-    back once, in order. Before: the OSError escaped the handler and the connection was
-    dropped, leaving the new .log file and its descriptor behind."""
+    so the next roll cannot preallocate its indexes (EFBIG): an I/O error of the roll, which
+    takes the only log dir offline and halts the broker, as Kafka's (the produce that needed the
+    roll is answered KAFKA_STORAGE_ERROR, or its connection ends). No half-made segment is
+    left, and after a restart without the limit the same produce rolls and every acknowledged
+    record is read back once, in order. Before issue #20 §1b the broker answered
+    KAFKA_STORAGE_ERROR and lived on; before that, the OSError escaped the handler, dropping
+    the connection and leaving the new .log file and its descriptor behind."""
     b = FileSizeLimitedBroker(data_dir, overrides=["auto.create.topics.enable=false"]).start()
     started.append(b)
     part = data_dir / f"{TOPIC}-0"
@@ -245,20 +269,15 @@ def test_a_roll_that_cannot_create_its_files_answers_storage_error(data_dir: Pat
         assert len(segments(part)) == 1
         assert alter_topic_config(conn, TOPIC, "segment.index.bytes", str(4 * FSIZE_LIMIT)) == 0
         values = [b"r4-%d|" % j + b"x" * 100 for j in range(8)]
-        for _ in range(2):  # the same answer on the same connection when retried
-            err, _base = produce(conn, TOPIC, values)
-            assert err == ErrorCode.KAFKA_STORAGE_ERROR
-            assert len(segments(part)) == 1 and len(list(part.glob("*.index"))) == 1
+        answer = produce_or_halted(conn, TOPIC, values)
+        assert answer is None or answer[0] == ErrorCode.KAFKA_STORAGE_ERROR, answer
+    assert_halted(b)
+    assert len(segments(part)) == 1 and len(list(part.glob("*.index"))) == 1
+    b2 = BrokerProcess(data_dir, port=b.port, overrides=["auto.create.topics.enable=false"]).start()
+    started.append(b2)
+    with RawConnection(b2.port) as conn:
         assert alter_topic_config(conn, TOPIC, "segment.index.bytes", "4096") == 0
         assert produce(conn, TOPIC, values) == (0, len(acked))
-        acked += values
-        assert len(segments(part)) == 2
-        got: list[bytes] = []
-        for _ in range(len(acked)):  # bounded: at least one batch per fetch
-            p = fetch(conn, TOPIC, len(got))
-            assert p.error_code == 0
-            more = record_values(p.records)
-            got += more
-            if len(got) >= len(acked) or not more:
-                break
-        assert got == acked
+    acked += values
+    assert len(segments(part)) == 2
+    assert read_back(b2.port, len(acked)) == acked

@@ -52,6 +52,12 @@ take one consistent snapshot of it without locking. Reads themselves stay on the
 storage: the broker's scheduler drives time-based work by calling :meth:`Log.flush_due` /
 :meth:`Log.flush`, :meth:`Log.delete_old_segments` (log.retention.check.interval.ms) and
 :meth:`Log.delete_expired_files` (:attr:`Log.next_file_deletion_ms` says when).
+
+I/O errors: every method that writes (appends, roll, flush, truncation, retention, the
+leader-epoch checkpoint, the log start offset) turns an OSError into KafkaStorageError and
+reports the log's dir to its LogDirFailureChannel (storage.log_dir_failure_channel), which
+takes the dir offline; from then on those methods refuse at once (Kafka's
+maybeHandleIOException). The broker stops the dir's partitions; the Log only says so.
 """
 
 from __future__ import annotations
@@ -196,7 +202,7 @@ def _handles_io_errors(what: str) -> Callable[[_F], _F]:
     """Kafka's UnifiedLog.maybeHandleIOException around a log operation that writes: an I/O
     error (an OSError, or a StorageError raised from one: a full disk, a failing device) reports
     the log's dir to its LogDirFailureChannel -- which takes the dir offline, once -- and is
-    raised as StorageError (KAFKA_STORAGE_ERROR) saying what failed where; other errors pass
+    raised as KafkaStorageError (KAFKA_STORAGE_ERROR) saying what failed where; other errors pass
     unchanged. A log whose dir is offline already refuses the operation at once, as Kafka's
     does: its files are not to be touched again until the broker restarts."""
 

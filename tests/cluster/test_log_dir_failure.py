@@ -26,6 +26,7 @@ import pytest
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.cluster.processes import Cluster, odradek, partitions
+from tests.compat.jvm import run_tool
 from tests.full_disk import fill, inside, tmpfs_prefix
 from tests.zookeeper import ZooKeeperServer
 
@@ -207,7 +208,14 @@ async def test_a_full_log_dir_goes_offline_and_its_leaderships_and_isrs_move_at_
     good = str((cluster.root / "broker-1" / "good").resolve())
     assert after[good]["error_code"] == 0 and on_dir(after[good]) == on_dir(before[good])
 
-    # what an operator sees: `odradek cluster status` over the running brokers
+    # what an operator sees: Kafka's kafka-log-dirs.sh ...
+    out = await asyncio.to_thread(lambda: run_tool(
+        "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", bootstrap, "--describe", "--broker-list", "1",
+        timeout=60).stdout)
+    (reported,) = json.loads(out.splitlines()[-1])["brokers"]
+    errors_by_dir = {d["logDir"]: d["error"] for d in reported["logDirs"]}
+    assert errors_by_dir == {small: "org.apache.kafka.common.errors.KafkaStorageException", good: None}, out
+    # ... and `odradek cluster status` over the running brokers
     state = tmp_path / "status"
     state.mkdir()
     (state / "cluster.json").write_text(json.dumps({

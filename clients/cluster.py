@@ -221,7 +221,7 @@ def status(directory: Path, timeout_s: float) -> None:
     with admin_client(bootstrap, timeout_s) as admin:
         described = admin.describe_topics()
         info = admin.describe_cluster()
-        log_dirs = admin.describe_log_dirs()
+        log_dirs = admin.describe_log_dirs(brokers=[b.id for b in live])  # the silent ones cannot answer
     registered = sorted(b["broker_id"] for b in info["brokers"])
     click.echo(f"cluster {info['cluster_id']}: brokers {registered}; controller: {info['controller_id']}")
     offline, under = [], []

@@ -16,7 +16,11 @@ client for both systems, producer defaults otherwise) sending RECORDS records of
 
   1. warm-up: RECORDS / 5 to each topic, acks=1 (not recorded)
   2. rf1 acks=1, rf1 acks=all, rf3 acks=1, rf3 acks=all, each at full speed (--throughput -1)
-  3. rf3 acks=all at a fixed RATE records/s, for latency without the queueing of a full-speed run
+  3. rf3 acks=all at a fixed RATE records/s, for latency without the queueing of a full-speed run;
+     then end-to-end latency with Kafka's own EndToEndLatency (`kafka-e2e-latency.sh`): one
+     E2E_SIZE-byte record at a time, acks=all, sent and then polled by its consumer
+     (fetch.max.wait.ms 0), E2E_RECORDS of them, on rf3 and on rf1 -- what one replication round
+     costs a single record (issue #20 §5)
   4. replication lag: during another full-speed rf3 acks=1 run, a probe produces one record
      (acks=1, its own connection to L) every PROBE_EVERY_S, reads the leader's high watermark
      right away (ListOffsets latest, read_uncommitted) and polls it every PROBE_POLL_S until it
@@ -29,6 +33,7 @@ client for both systems, producer defaults otherwise) sending RECORDS records of
      through Metadata polled every FAILOVER_POLL_S on the live brokers.
 
     python -m tests.bench.bench_replication [--rounds 3] [--records 100000] [--systems odradek,kafka]
+                                            [--e2e-only] [--e2e-records 20000]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import argparse
 import asyncio
 import functools
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -79,6 +85,12 @@ FAILOVER_POLL_S = 0.02
 TOOL_TIMEOUT_S = 180.0
 WAIT_S = 60.0
 BIG_BATCHES = {"batch.size": 131072, "linger.ms": 5}
+E2E_RECORDS = 20_000
+E2E_SIZE = 100
+E2E_TOPICS = ("rf3", "rf1")
+# EndToEndLatency.printResults
+E2E_AVG = re.compile(r"Avg latency: (?P<avg>[\d.]+) ms")
+E2E_PCT = re.compile(r"Percentiles: 50th = (?P<p50>\d+), 99th = (?P<p99>\d+), 99.9th = (?P<p999>\d+)")
 BIG_LABEL = "(batch.size 128 KiB, linger.ms 5)"
 
 
@@ -115,6 +127,27 @@ def producer_perf(bootstrap: str, topic: str, n: int, acks: str, throughput: int
         raise ToolFailed(f"ProducerPerformance did not acknowledge {n} records:\n{out[-3000:]}")
     rps = float(m["rps"])
     return PerfRun(rps, rps * SIZE / 1e6, float(m["avg"]), float(m["p50"]), float(m["p99"]), float(m["max"]))
+
+
+@dataclass(frozen=True)
+class E2eRun:
+    """EndToEndLatency's final lines (its percentiles are whole milliseconds, truncated)."""
+
+    avg_ms: float
+    p50_ms: float
+    p99_ms: float
+    p999_ms: float
+
+
+def end_to_end_latency(bootstrap: str, topic: str, n: int, acks: str = "all") -> E2eRun:
+    """`kafka-e2e-latency.sh bootstrap topic n acks E2E_SIZE`: n records, one at a time: send,
+    wait for the acknowledgement, poll until the consumer has it; the time of each is one sample."""
+    out = _run("org.apache.kafka.tools.EndToEndLatency", [bootstrap, topic, str(n), acks, str(E2E_SIZE)],
+               TOOL_TIMEOUT_S + n / 100)
+    avg, pct = E2E_AVG.search(out), E2E_PCT.search(out)
+    if avg is None or pct is None:
+        raise ToolFailed(f"no final report from EndToEndLatency:\n{out[-3000:]}")
+    return E2eRun(float(avg["avg"]), float(pct["p50"]), float(pct["p99"]), float(pct["p999"]))
 
 
 def process_cpu_s(pid: int) -> float:
@@ -213,6 +246,7 @@ async def lag_probe(client: BenchClient, topic: str, stop: asyncio.Event, sample
 @dataclass
 class Round:
     perf: dict[str, PerfRun] = field(default_factory=dict)
+    e2e: dict[str, E2eRun] = field(default_factory=dict)
     cpu: dict[str, Cpu] = field(default_factory=dict)
     values: dict[str, list[float]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
@@ -223,7 +257,8 @@ def bootstrap(cluster: Cluster) -> str:
 
 
 async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess], zk_server: ZooKeeperServer,
-                    work: Path, chroot: str, records: int, logs: Path | None) -> Round:
+                    work: Path, chroot: str, records: int, logs: Path | None, e2e_records: int = E2E_RECORDS,
+                    e2e_only: bool = False) -> Round:
     r = Round()
     zk = await ZooKeeperClient(zk_server.connect_string(chroot), session_timeout_ms=30_000,
                                request_timeout_ms=30_000).start(create_chroot=True)
@@ -247,6 +282,9 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
             log(f"  {system}: warm-up (leader {leader}, controller {ctrl})")
             for topic in ("rf1", "rf3"):
                 await asyncio.to_thread(producer_perf, boot, topic, max(1000, records // 5), "1")
+            if e2e_only:
+                await e2e_runs(r, system, boot, e2e_records)
+                return r
             for topic, acks, big in (("rf1", "1", False), ("rf1", "all", False), ("rf3", "1", False),
                                      ("rf3", "all", False), ("rf1", "1", True), ("rf3", "all", True)):
                 key = f"{topic} acks={acks}" + (f" {BIG_LABEL}" if big else "")
@@ -259,6 +297,7 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
                 cluster, leader, functools.partial(producer_perf, boot, "rf3", n_rate, "all", RATE))
             r.perf[f"rf3 acks=all {RATE}/s"] = run
             log(f"  {system}: rf3 acks=all at {RATE}/s: p50 {run.p50_ms:.0f} ms, p99 {run.p99_ms:.0f} ms")
+            await e2e_runs(r, system, boot, e2e_records)
 
             # replication lag, idle then under a full-speed acks=1 load
             idle_stop = asyncio.Event()
@@ -302,6 +341,14 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
         await cluster.close(logs, chroot.strip("/"))
         await zk.close()
     return r
+
+
+async def e2e_runs(r: Round, system: str, boot: str, n: int) -> None:
+    """EndToEndLatency with acks=all on each of E2E_TOPICS, one after the other."""
+    for topic in E2E_TOPICS:
+        e = r.e2e[topic] = await asyncio.to_thread(end_to_end_latency, boot, topic, n)
+        log(f"  {system}: e2e {topic} acks=all: avg {e.avg_ms:.2f} / p50 {e.p50_ms:.0f} / p99 {e.p99_ms:.0f} / "
+            f"p99.9 {e.p999_ms:.0f} ms")
 
 
 async def first_ack_after(cluster: Cluster, dead: int, t_kill: float) -> tuple[float, int, int]:
@@ -398,6 +445,21 @@ def report(results: dict[str, list[Round]], records: int, rounds: int) -> list[s
             if a and b:
                 out.append(f"| {key} | {med(a) / med(b):.2f} |")
 
+    out += ["", f"### End-to-end latency, one record at a time (EndToEndLatency, acks=all, {E2E_SIZE} B)", "",
+            "| topic | " + " | ".join(f"{n} avg / p50 / p99 / p99.9 ms | {n} p99.9 over the rounds" for n in names)
+            + " |", "|---|" + "---:|---:|" * len(systems)]
+    for topic in E2E_TOPICS:
+        cells = []
+        for s in systems:
+            runs = [r.e2e[topic] for r in results[s] if topic in r.e2e]
+            if not runs:
+                cells += ["-", "-"]
+                continue
+            cells.append(f"{med([x.avg_ms for x in runs]):.2f} / {med([x.p50_ms for x in runs]):.0f} / "
+                         f"{med([x.p99_ms for x in runs]):.0f} / {med([x.p999_ms for x in runs]):.0f}")
+            cells.append(", ".join(f"{x.p999_ms:.0f}" for x in runs))
+        out.append(f"| {topic} | " + " | ".join(cells) + " |")
+
     out += ["", "### Broker CPU per record (from /proc, whole processes) and the machine", "",
             "| workload | " + " | ".join(f"{n} leader µs/rec | {n} follower µs/rec (mean of 2) | {n} busy cores"
                                          for n in names) + " |",
@@ -458,7 +520,10 @@ Load is Kafka's own ProducerPerformance (kafka-producer-perf-test) for both syst
 acks (batch.size 16 KiB, linger.ms 0, max.in.flight 5), except the two rows with 128 KiB batches and
 linger.ms 5. Its rec/s, MB/s and latencies are its own final line; at full speed its latency is
 mostly the time a record queues in the producer's 32 MiB buffer, so the latency row that says
-what acks=all costs is the one at a fixed 2,000 records/s. Broker CPU is utime+stime of each broker
+what acks=all costs is the one at a fixed 2,000 records/s. End-to-end latency is Kafka's own
+EndToEndLatency (`kafka-e2e-latency.sh`) for both systems: one 100-byte record at a time, acks=all,
+the producer waits for the acknowledgement and its consumer (fetch.max.wait.ms 0) polls until it has
+the record; its percentiles are whole milliseconds, truncated (p50 1 means under 2 ms). Broker CPU is utime+stime of each broker
 process from /proc over the run (JVM threads included for Kafka), divided by the records; "busy
 cores" is the whole machine's (/proc/stat), other people's work included. Replication lag: a probe
 on its own connection produces one record with acks=1 every 100 ms to the leader, reads the
@@ -472,7 +537,8 @@ ZooKeeper watch. Rounds alternate between the systems. Regenerate alone with
 `python -m tests.bench.bench_replication` (`--logs DIR` keeps every broker's log)."""
 
 
-async def run(systems: list[str], rounds: int, records: int, base: Path, logs: Path | None) -> dict[str, list[Round]]:
+async def run(systems: list[str], rounds: int, records: int, base: Path, logs: Path | None,
+              e2e_records: int = E2E_RECORDS, e2e_only: bool = False) -> dict[str, list[Round]]:
     zk_server = ZooKeeperServer(base / "zookeeper").start()
     results: dict[str, list[Round]] = {}
     try:
@@ -481,7 +547,8 @@ async def run(systems: list[str], rounds: int, records: int, base: Path, logs: P
                 log(f"{s}: round {i + 1}/{rounds}")
                 work = base / f"{s}-{i}"
                 l0 = os.getloadavg()[0]
-                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/repl-{s}-{i}", records, logs)
+                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/repl-{s}-{i}", records, logs,
+                                    e2e_records, e2e_only)
                 r.notes["load"] = f"{l0:.1f} / {os.getloadavg()[0]:.1f}"
                 results.setdefault(s, []).append(r)
                 shutil.rmtree(work, ignore_errors=True)
@@ -496,18 +563,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--systems", default="odradek,kafka")
     ap.add_argument("--logs", type=Path, default=None, help="write every broker's log lines here")
+    ap.add_argument("--e2e-records", type=int, default=E2E_RECORDS, help="records per EndToEndLatency run")
+    ap.add_argument("--e2e-only", action="store_true",
+                    help="only the warm-up and the EndToEndLatency runs of each round (no failover)")
     ap.add_argument("--scale", type=float, default=float(os.environ.get("ODRADEK_BENCH_SCALE", 1)),
                     help="below 1: one round of a tenth of the records (a smoke run)")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     configure_logging("WARNING")
     rounds, records = args.rounds, args.records
+    e2e_records = args.e2e_records
     if args.scale < 1:
-        rounds, records = 1, max(2000, records // 10)
+        rounds, records, e2e_records = 1, max(2000, records // 10), max(1000, e2e_records // 10)
     systems = [s for s in args.systems.split(",") if s]
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-repl-"))
     try:
-        results = asyncio.run(run(systems, rounds, records, base, args.logs))
+        results = asyncio.run(run(systems, rounds, records, base, args.logs, e2e_records, args.e2e_only))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     out = [*report(results, records, rounds), "", NOTES]

@@ -311,6 +311,15 @@ class KafkaConnection(asyncio.Protocol):
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
         # counted from the moment it is finished: a response waiting behind a slower one is unsent too
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+        pending = self.pending
+        if pending and pending[0] is asyncio.current_task() and not self.closed:
+            # every earlier response is queued already: this one goes out now, not after the
+            # task's done callback a loop iteration later (behind whatever else is ready then --
+            # a follower's fetch response woken by an append is the replication round's
+            # critical path). _on_done finds nothing left to queue.
+            self.outgoing.extend(chunks)
+            self._pump()
+            return None
         return chunks
 
     def _enqueue_ready(self, chunks: list[Any]) -> None:

@@ -25,6 +25,7 @@ timer being unshared, and a purge also happens when completions come from the ti
 from __future__ import annotations
 
 import asyncio
+import logging
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
@@ -34,6 +35,8 @@ import structlog
 from broker.timer import SystemTimer, TimerTask
 
 log = structlog.get_logger("odradek.purgatory")
+# the same logger's stdlib side, for a cheap level check (structlog builds an event to drop it)
+_stdlib_log = logging.getLogger("odradek.purgatory")
 
 R = TypeVar("R")
 
@@ -241,7 +244,7 @@ class DelayedOperationPurgatory(Generic[T]):
             current = self._watchers.get(key)
             if current is not None:
                 self._drop_completed(key, current)
-            if completed:
+            if completed and _stdlib_log.isEnabledFor(logging.DEBUG):
                 log.debug("key unblocked operations", purgatory=self.name, key=key, count=completed)
             return completed
         finally:

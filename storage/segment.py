@@ -527,10 +527,15 @@ class LogSegment:
         raised at the first that fails, instead of stopping there and answering None (which
         makes the log read on in the next segment: a silent skip of every offset in between).
         """
-        pos = self.offset_index.lookup(offset).position
         hint = self._last_append
-        if hint is not None and hint[0] <= offset and hint[1] > pos:
-            pos = hint[1]  # every batch before it ends below `offset`
+        if hint is not None and hint[0] <= offset:
+            # every batch before the last appended one ends below `offset`, and no index entry
+            # points past it (entries are only ever added at appended batches): the index
+            # lookup (a binary search) could only answer a position at or before it. Reads at
+            # the log end -- every follower fetch and tailing consumer -- start here.
+            pos = hint[1]
+        else:
+            pos = self.offset_index.lookup(offset).position
         if starting_position > pos:
             pos = starting_position
         if strict:

@@ -62,3 +62,40 @@ async def test_an_error_completes_at_once_and_max_wait_answers_with_a_full_read(
         assert await asyncio.wait_for(expiring.future, 5) == "what there is"
     finally:
         await purgatory.shutdown()
+
+
+async def test_a_one_partition_fetch_answers_with_the_read_of_its_wake_up() -> None:
+    """A follower's fetch names one partition: when the append it waits for wakes it, that
+    partition's read is the whole fetch's read and answers without a second one (the replication
+    round's critical path). Completed any other way -- max_wait -- it reads in full as before."""
+    purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
+    purgatory.start()
+    try:
+        key = KEYS[0]
+        reads: list[object] = []
+        woken = result(170)
+
+        def read_one(k: tuple[str, int]) -> SimpleNamespace:
+            reads.append(k)
+            return woken
+
+        def read_all() -> str:
+            reads.append("all")
+            return "full read"
+
+        op = DelayedFetch(10_000, 1, {key: result()}, read_one, read_all)
+        assert not purgatory.try_complete_else_watch(op, [key])
+        purgatory.check_and_complete(key)
+        assert reads == [key]
+        assert await asyncio.wait_for(op.future, 1) == {key: woken}
+
+        woken = result(0)  # woken, still nothing: parked on, then max_wait answers with a full read
+        reads.clear()
+        expiring = DelayedFetch(50, 1, {key: result()}, read_one, read_all)
+        purgatory.try_complete_else_watch(expiring, [key])
+        purgatory.check_and_complete(key)
+        assert not expiring.is_completed
+        assert await asyncio.wait_for(expiring.future, 5) == "full read"
+        assert reads == [key, "all"]
+    finally:
+        await purgatory.shutdown()

@@ -83,6 +83,41 @@ def test_translate_offset_around_the_latest_append(tmp_path: Path) -> None:
         seg.close()
 
 
+def test_reads_at_the_latest_append_skip_the_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read at or past the latest append (a follower or a consumer at the log end) starts at
+    that append without the offset index's binary search: no entry can point past it. Reads
+    before it, and every read after a truncation dropped the hint, still use the index."""
+    seg = open_segment(tmp_path, 0, index_interval_bytes=1)  # an index entry at every append
+    try:
+        batches = [offset_batch(3 * i, 3) for i in range(4)]
+        for b in batches:
+            append(seg, b)
+        last = sum(map(len, batches[:3]))
+        lookups: list[int] = []
+        index_type = type(seg.offset_index)
+        real_lookup = index_type.lookup
+
+        def counting_lookup(index, offset: int):  # type: ignore[no-untyped-def]
+            lookups.append(offset)
+            return real_lookup(index, offset)
+
+        monkeypatch.setattr(index_type, "lookup", counting_lookup)
+        assert seg.translate_offset(9) == (11, last, len(batches[3]))
+        assert seg.translate_offset(11) == (11, last, len(batches[3]))
+        info = seg.read(10, 10_000)
+        assert info is not None and info.records.read() == batches[3]
+        assert seg.translate_offset(12) is None
+        assert lookups == []
+        assert seg.translate_offset(4) == (5, len(batches[0]), len(batches[1]))
+        assert lookups == [4]
+        seg.truncate_to(6)  # drops the last two batches and the hint with them
+        lookups.clear()
+        assert seg.translate_offset(3) == (5, len(batches[0]), len(batches[1]))
+        assert lookups == [3]
+    finally:
+        seg.close()
+
+
 def test_index_entries_follow_kafkas_interval_rule(tmp_path: Path) -> None:
     """An entry (last offset of the append, its start position) is added when more than
     index.interval.bytes were appended since the last one -- never for the first append."""

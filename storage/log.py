@@ -1626,22 +1626,20 @@ class Log:
         log's dir failed, so nothing more is written to it; the next start recovers the log
         from its recovery point. Waits for periodic file work in progress (unless_closed)."""
         with self._open_lock, self._lock:
-            self._closed = True
-            for seg in self._segments:
-                seg.close_handlers()
-            for _due, seg in self._pending_deletes:
-                seg.close_handlers()
-            self._pending_deletes.clear()
+            self._close_handlers_locked()
+
+    def _close_handlers_locked(self) -> None:
+        self._closed = True
+        for seg in self._segments:
+            seg.close_handlers()
+        for _due, seg in self._pending_deletes:
+            seg.close_handlers()
+        self._pending_deletes.clear()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory (topic deletion)."""
         with self._open_lock, self._lock:
-            self._closed = True
-            for seg in self._segments:
-                seg.close_handlers()
-            for _due, seg in self._pending_deletes:
-                seg.close_handlers()
-            self._pending_deletes.clear()
+            self._close_handlers_locked()
             self._set_segments([])
             shutil.rmtree(self.dir, ignore_errors=True)
 

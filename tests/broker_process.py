@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from clients.cluster_procs import port_free
+
 REPO = Path(__file__).resolve().parents[1]
 # Broker settings for group tests: groups form at once and short sessions are allowed.
 FAST_GROUPS = ["num.partitions=1", "group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=200"]
@@ -180,16 +182,8 @@ def module_broker(name: str, overrides: Iterable[str] = ()) -> Any:
 
 def consecutive_free_ports(n: int) -> int:
     """A port p with p .. p+n-1 free (`odradek cluster up --port p` gives broker i the port p + i)."""
-    def free(port: int) -> bool:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
     for _ in range(200):
         base = random.randrange(20000, 60000)
-        if all(free(base + i) for i in range(n)):
+        if all(port_free(base + i) for i in range(n)):
             return base
     raise AssertionError(f"no {n} consecutive free ports")

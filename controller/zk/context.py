@@ -179,16 +179,22 @@ class ControllerContext:
 
     def remove_topic(self, topic: str) -> None:
         """Forget a deleted topic: assignment, leadership, states, id."""
-        for tp in self.partitions_for_topic(topic):
-            self.partition_leadership_info.pop(tp, None)
-            self.partition_states.states.pop(tp, None)
-        for key in [k for k in self.replica_states.states if k.topic == topic]:
+        self.remove_topics({topic})
+
+    def remove_topics(self, topics: set[str]) -> None:
+        """Forget deleted topics; one pass over the replica states for all of them (a replica the
+        assignment no longer names, say after a reassignment, may still have a state)."""
+        for topic in topics:
+            for tp in self.partitions_for_topic(topic):
+                self.partition_leadership_info.pop(tp, None)
+                self.partition_states.states.pop(tp, None)
+            self.partition_assignments.pop(topic, None)
+            self.all_topics.discard(topic)
+            topic_id = self.topic_ids.pop(topic, None)
+            if topic_id is not None:
+                self.topic_names.pop(topic_id, None)
+        for key in [k for k in self.replica_states.states if k.topic in topics]:
             del self.replica_states.states[key]
-        self.partition_assignments.pop(topic, None)
-        self.all_topics.discard(topic)
-        topic_id = self.topic_ids.pop(topic, None)
-        if topic_id is not None:
-            self.topic_names.pop(topic_id, None)
 
     # -- leadership -----------------------------------------------------------------------------
 
@@ -233,14 +239,21 @@ class ControllerContext:
         return sorted(tp for tp, s in self.partition_states.states.items()
                       if s in wanted and (topic is None or tp.topic == topic))
 
+    # Per topic, these read only the topic's own replicas (Kafka's replicasForTopic(topic).filter):
+    # the deletion manager asks them for every queued topic on every StopReplica answer, so a scan
+    # of every replica of the cluster made deleting N topics cost N^2.
+
     def replicas_in_state(self, topic: str, state: ReplicaState) -> set[PartitionAndReplica]:
-        return self.replica_states.replicas_in_state(topic, state)
+        states = self.replica_states.states
+        return {r for r in self.replicas_for_topic(topic) if states.get(r, ReplicaState.NonExistentReplica) is state}
 
     def is_any_replica_in_state(self, topic: str, state: ReplicaState) -> bool:
-        return any(k.topic == topic and s is state for k, s in self.replica_states.states.items())
+        states = self.replica_states.states
+        return any(states.get(r, ReplicaState.NonExistentReplica) is state for r in self.replicas_for_topic(topic))
 
     def are_all_replicas_in_state(self, topic: str, state: ReplicaState) -> bool:
-        return all(self.replica_states.state(r) is state for r in self.replicas_for_topic(topic))
+        states = self.replica_states.states
+        return all(states.get(r, ReplicaState.NonExistentReplica) is state for r in self.replicas_for_topic(topic))
 
     # -- topic deletion -------------------------------------------------------------------------
 
@@ -251,4 +264,7 @@ class ControllerContext:
         return topic in self.topics_to_be_deleted
 
     def is_topic_deletion_in_progress(self, topic: str) -> bool:
-        return self.is_any_replica_in_state(topic, ReplicaState.ReplicaDeletionStarted)
+        """Kafka's ControllerContext.isTopicDeletionInProgress: the deletion of the topic has begun
+        (its partitions went NonExistent). The channel asks it for every partition of a StopReplica
+        answer, so it is a set lookup."""
+        return topic in self.topics_with_deletion_started

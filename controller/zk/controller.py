@@ -672,16 +672,20 @@ class KafkaController:
 
     # -- DeletionClient -------------------------------------------------------------------------
 
-    async def delete_topic(self, topic: str, epoch_zk_version: int) -> None:
-        await self.zk_client.delete_topic_znode(topic, epoch_zk_version)
-        await self.zk_client.delete_topic_configs([topic], epoch_zk_version)
-        await self.zk_client.delete_topic_deletions([topic], epoch_zk_version)
+    async def delete_topics(self, topics: list[str], epoch_zk_version: int) -> None:
+        """Kafka's deleteTopic for each of `topics`, in its order -- the assignments and partition
+        states, then the configs, then the deletion requests last (a controller that dies half way
+        leaves the request for its successor) -- each step pipelined over all the topics: one
+        topic's znodes one after another cost ten round trips, a thousand topics ten thousand."""
+        await self.zk_client.delete_topic_znodes(topics, epoch_zk_version)
+        await self.zk_client.delete_topic_configs(topics, epoch_zk_version)
+        await self.zk_client.delete_topic_deletions(topics, epoch_zk_version)
 
     async def delete_topic_deletions(self, topics: list[str], epoch_zk_version: int) -> None:
         await self.zk_client.delete_topic_deletions(topics, epoch_zk_version)
 
-    def mute_partition_modifications(self, topic: str) -> None:
-        self._unregister_partition_modifications_handlers([topic])
+    def mute_partition_modifications(self, topics: Iterable[str]) -> None:
+        self._unregister_partition_modifications_handlers(topics)
 
     def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None:
         ctx = self.controller_context

@@ -37,11 +37,11 @@ log = logging.getLogger(__name__)
 class DeletionClient(Protocol):
     """Kafka's DeletionClient: what the manager asks of the controller."""
 
-    async def delete_topic(self, topic: str, epoch_zk_version: int) -> None: ...
+    async def delete_topics(self, topics: list[str], epoch_zk_version: int) -> None: ...
 
     async def delete_topic_deletions(self, topics: list[str], epoch_zk_version: int) -> None: ...
 
-    def mute_partition_modifications(self, topic: str) -> None: ...
+    def mute_partition_modifications(self, topics: Iterable[str]) -> None: ...
 
     def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None: ...
 
@@ -136,24 +136,37 @@ class TopicDeletionManager:
         return (self.is_topic_queued_up_for_deletion(topic) and not self.is_topic_deletion_in_progress(topic)
                 and not self.is_topic_ineligible_for_deletion(topic))
 
-    async def _mark_topic_for_deletion_retry(self, topic: str) -> None:
-        failed = self.ctx.replicas_in_state(topic, ReplicaState.ReplicaDeletionIneligible)
-        log.debug("%sRetrying deletion of topic %s since replicas %s were not successfully deleted",
-                  self.log_ident, topic, _mk(failed))
+    async def _retry_deletion_for_ineligible_replicas(self, topics: set[str]) -> None:
+        """Kafka's retryDeletionForIneligibleReplicas: the failed replicas of all `topics` back to
+        OfflineReplica, in one batch of requests."""
+        failed = {r for t in topics for r in self.ctx.replicas_in_state(t, ReplicaState.ReplicaDeletionIneligible)}
+        log.debug("%sRetrying deletion of topics %s since replicas %s were not successfully deleted",
+                  self.log_ident, _mk(topics), _mk(failed))
         await self.rsm.handle_state_changes(failed, ReplicaState.OfflineReplica)
 
-    async def _complete_delete_topic(self, topic: str) -> None:
-        # mute the topic's assignment watch first, so a re-created topic is seen as new
-        self.client.mute_partition_modifications(topic)
-        await self.rsm.handle_state_changes(self.ctx.replicas_in_state(topic, ReplicaState.ReplicaDeletionSuccessful),
-                                            ReplicaState.NonExistentReplica)
-        await self.client.delete_topic(topic, self.ctx.epoch_zk_version)
-        self.ctx.remove_topic(topic)
-        self.ctx.topics_to_be_deleted.discard(topic)
-        self.ctx.topics_with_deletion_started.discard(topic)
-        self.ctx.topics_ineligible_for_deletion.discard(topic)
+    async def _complete_delete_topics(self, topics: set[str]) -> None:
+        """Kafka's completeDeleteTopic for every topic whose replicas are all deleted, as one step:
+        the replicas leave the state machine in one batch and the znodes go in pipelined writes
+        (KafkaController.delete_topics), so finishing a thousand deletions is a few ZooKeeper
+        round trips and the controller's next event -- a new topic, say -- does not wait for
+        them one by one."""
+        ctx = self.ctx
+        # mute the topics' assignment watches first, so a re-created topic is seen as new
+        self.client.mute_partition_modifications(topics)
+        await self.rsm.handle_state_changes(
+            [r for t in sorted(topics) for r in ctx.replicas_in_state(t, ReplicaState.ReplicaDeletionSuccessful)],
+            ReplicaState.NonExistentReplica)
+        await self.client.delete_topics(sorted(topics), ctx.epoch_zk_version)
+        ctx.remove_topics(topics)
+        ctx.topics_to_be_deleted -= topics
+        ctx.topics_with_deletion_started -= topics
+        ctx.topics_ineligible_for_deletion -= topics
+        for topic in sorted(topics):
+            self._info(f"Deletion of topic {topic} successfully completed")
 
     async def _on_topic_deletion(self, topics: set[str]) -> None:
+        """Kafka's onTopicDeletion: one UpdateMetadata and one round of replica state changes (so one
+        StopReplica per broker and state) for all `topics` together."""
         self._info(f"Topic deletion callback for {_mk(topics)}")
         ctx = self.ctx
         partitions = [tp for t in sorted(topics) for tp in ctx.partitions_for_topic(t)]
@@ -164,26 +177,25 @@ class TopicDeletionManager:
             await self.psm.handle_state_changes(unseen_partitions, PartitionState.NonExistentPartition)
             ctx.topics_with_deletion_started |= unseen
         self.client.send_metadata_update(partitions)
-        for topic in sorted(topics):
-            await self._on_partition_deletion(ctx.partitions_for_topic(topic))
+        await self._on_partition_deletion(topics)
 
-    async def _on_partition_deletion(self, partitions: list[TopicPartition]) -> None:
+    async def _on_partition_deletion(self, topics: set[str]) -> None:
+        """Kafka's onPartitionDeletion: dead replicas -> ReplicaDeletionIneligible (their topics
+        halted until the broker returns), live ones not yet deleted -> OfflineReplica ->
+        ReplicaDeletionStarted, each transition once for all the topics."""
         ctx = self.ctx
         dead: set[PartitionAndReplica] = set()
         retry: set[PartitionAndReplica] = set()
         ineligible: set[str] = set()
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp)
-        for topic, tps in by_topic.items():
-            replicas = ctx.replicas_for_partition(tps)
+        for topic in sorted(topics):
+            replicas = ctx.replicas_for_topic(topic)
             alive = {r for r in replicas if ctx.is_replica_online(r.replica, r.topic_partition)}
-            dead_here = set(replicas) - alive
+            dead_here = replicas - alive
             deleted = ctx.replicas_in_state(topic, ReplicaState.ReplicaDeletionSuccessful)
             dead |= dead_here
             retry |= alive - deleted
             if dead_here:
-                log.debug("%sDead Replicas (%s) found for %s", self.log_ident, _mk(dead_here), _mk(tps))
+                log.debug("%sDead Replicas (%s) found for topic %s", self.log_ident, _mk(dead_here), topic)
                 ineligible.add(topic)
         await self.rsm.handle_state_changes(dead, ReplicaState.ReplicaDeletionIneligible)
         await self.rsm.handle_state_changes(retry, ReplicaState.OfflineReplica)
@@ -192,26 +204,32 @@ class TopicDeletionManager:
             self.mark_topic_ineligible_for_deletion(ineligible, reason="offline replicas")
 
     async def resume_deletions(self) -> None:
+        """Kafka's resumeDeletions: complete the topics whose replicas are all deleted, retry the
+        ones whose deletion failed, (re)start the eligible ones -- each as one batch. A topic whose
+        StopReplica is still unanswered just waits (counted in one DEBUG line, not one INFO line
+        per topic per answer)."""
         ctx = self.ctx
         queued = set(ctx.topics_to_be_deleted)
+        completed: set[str] = set()
+        in_progress = 0
         eligible_for_retry: set[str] = set()
-        eligible_for_deletion: set[str] = set()
         if queued:
             self._info(f"Handling deletion for topics {_mk(queued)}")
-        for topic in sorted(queued):
+        for topic in queued:
             if ctx.are_all_replicas_in_state(topic, ReplicaState.ReplicaDeletionSuccessful):
-                await self._complete_delete_topic(topic)
-                self._info(f"Deletion of topic {topic} successfully completed")
+                completed.add(topic)
             elif ctx.is_any_replica_in_state(topic, ReplicaState.ReplicaDeletionStarted):
-                in_progress = ctx.replicas_in_state(topic, ReplicaState.ReplicaDeletionStarted)
-                self._info(f"Deletion for replicas {_mk(r.replica for r in in_progress)} for partition "
-                           f"{_mk(r.topic_partition for r in in_progress)} of topic {topic} in progress")
+                in_progress += 1
             elif ctx.is_any_replica_in_state(topic, ReplicaState.ReplicaDeletionIneligible):
                 eligible_for_retry.add(topic)
-            if self._is_topic_eligible_for_deletion(topic):
-                self._info(f"Deletion of topic {topic} (re)started")
-                eligible_for_deletion.add(topic)
-        for topic in sorted(eligible_for_retry):
-            await self._mark_topic_for_deletion_retry(topic)
+        if completed:
+            await self._complete_delete_topics(completed)
+        if in_progress:
+            log.debug("%sDeletion of %d topics in progress (StopReplica unanswered)", self.log_ident, in_progress)
+        if eligible_for_retry:
+            await self._retry_deletion_for_ineligible_replicas(eligible_for_retry)
+        eligible_for_deletion = {t for t in sorted(queued - completed) if self._is_topic_eligible_for_deletion(t)}
+        for topic in sorted(eligible_for_deletion):
+            self._info(f"Deletion of topic {topic} (re)started")
         if eligible_for_deletion:
             await self._on_topic_deletion(eligible_for_deletion)

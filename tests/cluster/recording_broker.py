@@ -65,6 +65,8 @@ class RecordingBroker:
         self.on_request: list[Callable[[int, Any], None]] = []
         # partitions in a failed log dir: LeaderAndIsr answers KAFKA_STORAGE_ERROR for them
         self.offline: set[tuple[str, int]] = set()
+        # api key -> gate: requests of that kind are answered only once the gate is set
+        self.hold: dict[int, asyncio.Event] = {}
 
     async def start(self) -> RecordingBroker:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -133,6 +135,8 @@ class RecordingBroker:
                         self._changed.notify_all()
                     for hook in self.on_request:
                         hook(key, body)
+                    if (gate := self.hold.get(key)) is not None:
+                        await gate.wait()
                 writer.writelines(encode_response_frame(header.correlation_id, key, version, self._answer(key, body)))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):

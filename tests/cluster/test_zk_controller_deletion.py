@@ -1,0 +1,92 @@
+"""Deleting many topics at once (issue #21 §8), against a real ZooKeeper and RecordingBrokers:
+the controller batches the deletion as Kafka's TopicDeletionManager does -- one StopReplica
+(delete=false) and one StopReplica (delete=true) per broker for all the topics, one
+TopicDeletionStopReplicaResponseReceived event per broker answer -- so a topic created meanwhile
+is published after a handful of controller events, not behind one event per deleted replica."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from controller.zk.client import CreateOp
+from controller.zk.data import DeleteTopicsTopicZNode
+from controller.zk.event_manager import (
+    ControllerEvent,
+    TopicChange,
+    TopicDeletionStopReplicaResponseReceived,
+)
+from tests.cluster.controller_env import WAIT, ControllerEnv, idle
+from tests.cluster.recording_broker import LEADER_AND_ISR, STOP_REPLICA
+
+TOPICS = 200
+
+
+class EventLog:
+    """Wraps the controller's event processor to record every event it processes, in order."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.events: list[ControllerEvent] = []
+
+    async def process(self, event: ControllerEvent) -> None:
+        self.events.append(event)
+        await self.processor.process(event)
+
+    def preempt(self, event: ControllerEvent) -> None:
+        self.processor.preempt(event)
+
+
+def topics_in(requests: list[Any]) -> set[str]:
+    return {t.topic_name for r in requests for t in r.topic_states}
+
+
+async def test_many_deletions_are_batched_and_do_not_hold_back_a_new_topic(env: ControllerEnv) -> None:
+    brokers = {i: await env.broker(i) for i in (1, 2, 3)}
+    c = await env.controller(1)
+    await c.wait_until(lambda c: c.is_active, WAIT)
+    await idle(c)
+    admin = await env.admin()
+    names = [f"doomed-{i:03d}" for i in range(TOPICS)]
+    await asyncio.gather(*(admin.create_topic_assignment(t, uuid.uuid4(), {0: [1 + (i + k) % 3 for k in range(3)]})
+                           for i, t in enumerate(names)))
+    for b in brokers.values():
+        await b.wait_for(lambda b: topics_in(b.of(LEADER_AND_ISR)) >= set(names), WAIT * 2)
+    await idle(c, timeout=WAIT * 2)
+    marks = {i: len(b.requests) for i, b in brokers.items()}
+    log = EventLog(c.event_manager.processor)
+    c.event_manager.processor = log
+
+    # broker 3 answers StopReplica only once the new topic is published: the deletions stay pending
+    release = brokers[3].hold[STOP_REPLICA] = asyncio.Event()
+
+    # Kafka's DeleteTopics writes one /admin/delete_topics/<t> per topic; one multi makes the
+    # controller see all 200 in one TopicDeletion event, as a fast admin client would
+    await admin.zk.multi([CreateOp(DeleteTopicsTopicZNode.path(t), None) for t in names])
+    await brokers[3].wait_for(lambda b: any(r.api_key == STOP_REPLICA for r in b.requests[marks[3]:]), WAIT * 2)
+    await admin.create_topic_assignment("fresh", uuid.uuid4(), {0: [1, 2, 3]})
+    await brokers[1].wait_for(lambda b: "fresh" in topics_in(b.of(LEADER_AND_ISR)), WAIT * 2)
+    release.set()
+    for _ in range(int(WAIT * 4 / 0.1)):
+        if not await admin.get_topic_deletions():
+            break
+        await asyncio.sleep(0.1)
+    await idle(c, timeout=WAIT * 2)
+
+    # every deleted topic is gone from ZooKeeper and from the controller; the new one lives
+    assert await admin.get_topic_deletions() == []
+    assert await admin.get_all_topics_in_cluster() == {"fresh"}
+    assert c.controller_context.all_topics == {"fresh"}
+    assert c.controller_context.topics_to_be_deleted == set()
+    # Kafka's batching: one StopReplica(delete=false) and one StopReplica(delete=true) per broker
+    for i, b in brokers.items():
+        stops = [r.request for r in b.requests[marks[i]:] if r.api_key == STOP_REPLICA]
+        assert len(stops) == 2, (i, len(stops))
+        assert topics_in(stops) == set(names)
+    # one response event per broker, and the new topic waited behind at most those
+    responses = [e for e in log.events if isinstance(e, TopicDeletionStopReplicaResponseReceived)]
+    assert len(responses) == 3, len(responses)
+    first_change = next(n for n, e in enumerate(log.events) if isinstance(e, TopicChange))
+    before = [e for e in log.events[:first_change] if isinstance(e, TopicDeletionStopReplicaResponseReceived)]
+    assert len(before) <= 2, len(before)

@@ -507,6 +507,43 @@ class KafkaZkClient:
         _raise_first(await gather_all(self.delete_recursive(TopicZNode.path(t), expected_controller_epoch_zk_version)
                                       for t in topics))
 
+    async def delete_topics_in_one_multi_each(self, topics: Mapping[str, Iterable[int]],
+                                              expected_controller_epoch_zk_version: int) -> list[str]:
+        """Delete each topic's znodes -- its partitions' state znodes, /brokers/topics/<t>,
+        /config/topics/<t> and /admin/delete_topics/<t> -- in one multi per topic behind the
+        controller epoch check, the multis of all topics pipelined. Why: znode by znode a topic
+        costs ten round trips, one after another. Returns the topics whose multi failed (a znode
+        missing, say no config, or one not known here): nothing of those was deleted, and the
+        caller deletes them znode by znode. ControllerMovedError if this controller was fenced."""
+        if expected_controller_epoch_zk_version < 0:
+            raise ValueError("the deletion of topics is fenced by the controller epoch")
+        names = list(topics)
+
+        def ops(topic: str) -> list[Op]:
+            partitions = sorted(topics[topic])
+            return [CheckOp(ControllerEpochZNode.path, expected_controller_epoch_zk_version),
+                    *(DeleteOp(p) for n in partitions
+                      for p in (TopicPartitionStateZNode.path(topic, n), TopicPartitionZNode.path(topic, n))),
+                    DeleteOp(TopicPartitionsZNode.path(topic)), DeleteOp(TopicZNode.path(topic)),
+                    DeleteOp(ConfigEntityZNode.path(zd.ConfigType.TOPIC, topic)),
+                    DeleteOp(DeleteTopicsTopicZNode.path(topic))]
+
+        results = await gather_all(self._retry(lambda t=t: self.zk.multi(ops(t))) for t in names)  # type: ignore[misc]
+        failed: list[str] = []
+        for topic, r in zip(names, results, strict=True):
+            if isinstance(r, BaseException):
+                if not isinstance(r, Exception):
+                    raise r
+                failed.append(topic)
+            elif not r.ok:
+                if isinstance(r.results[0], BadVersionError):
+                    raise ControllerMovedError(
+                        "Controller epoch zkVersion check fails. Expected zkVersion = "
+                        f"{expected_controller_epoch_zk_version}")
+                log.debug("Deleting topic %s in one multi failed (%s); deleting it znode by znode", topic, r.error)
+                failed.append(topic)
+        return failed
+
     async def delete_topic_znode(self, topic: str, expected_controller_epoch_zk_version: int) -> None:
         await self.delete_topic_znodes([topic], expected_controller_epoch_zk_version)
 

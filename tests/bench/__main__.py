@@ -37,6 +37,8 @@ BENCHES = {
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
     "cluster": ("ZooKeeper cluster (control plane): controller failover, leader election, topic creation, "
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),
+    "deletion": ("Topic deletion (ZooKeeper cluster): 1,000 topics in one DeleteTopics, and a topic created meanwhile, "
+                 "side by side with Kafka 3.9", "tests.bench.bench_topic_deletion"),
     "replication": ("Replication (ZooKeeper cluster): RF 3 vs RF 1 produce, replication lag, failover, acks=all "
                     "latency, side by side with Kafka 3.9", "tests.bench.bench_replication"),
     "compose": ("docker-compose: time to healthy, image sizes, acks=all throughput vs host processes",

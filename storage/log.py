@@ -1622,9 +1622,11 @@ class Log:
                 self._pending_deletes.clear()
 
     def close_handlers(self) -> None:
-        """Close every file without writing anything (Kafka's UnifiedLog.closeHandlers): the
-        log's dir failed, so nothing more is written to it; the next start recovers the log
-        from its recovery point. Waits for periodic file work in progress (unless_closed)."""
+        """Close every file without flushing or snapshotting anything (Kafka's
+        UnifiedLog.closeHandlers): for a log whose dir failed (nothing more is written to it; the
+        next start recovers the log from its recovery point) and for a deleted topic's log about
+        to be removed (fsyncing a thousand logs only to remove them made a StopReplica(delete=true)
+        take seconds). Idempotent; waits for periodic file work in progress (unless_closed)."""
         with self._open_lock, self._lock:
             self._close_handlers_locked()
 

@@ -460,7 +460,7 @@ class LogManager:
             self.cleaner.forget(tp)
         if lg is None or d is None:
             return None
-        lg.close()
+        lg.close_handlers()  # as Kafka's asyncDelete: nothing of a deleted log is flushed
         if self.cleaner_offsets.pop(tp, None) is not None:
             self.checkpoint_cleaner_offsets([d])
         src = d / f"{topic}-{partition}"

@@ -87,6 +87,27 @@ def test_delete_removes_the_partition_directory(tmp_path: Path) -> None:
     lm.shutdown()
 
 
+def test_deleting_logs_flushes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted topic's logs are closed without a flush or a producer snapshot (Kafka's asyncDelete
+    only closes their handlers): a StopReplica(delete=true) of 1,000 partitions fsynced every one
+    of them before answering, seconds that new topics' LeaderAndIsr queued behind (issue #21)."""
+    import os
+
+    d = tmp_path / "logs"
+    lm = LogManager.open(config(d))
+    try:
+        for p in range(3):
+            fill(lm, "gone", p, 2)
+        synced: list[int] = []
+        monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+        for p in range(3):
+            lm.async_delete("gone", p)
+        assert synced == []
+        assert not any(p.name.startswith("gone-") for p in d.iterdir())
+    finally:
+        lm.shutdown()
+
+
 def test_new_logs_fsync_partition_metadata_later_not_on_creation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

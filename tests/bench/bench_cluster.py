@@ -47,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -525,8 +525,12 @@ shown because other work can share them. Regenerate alone with
 `python -m tests.bench.bench_cluster` (`--logs DIR` keeps every broker's log)."""
 
 
-async def run(systems: list[str], rounds: int, partitions: int, base: Path,
-              logs: Path | None) -> dict[str, list[Round]]:
+async def alternate_rounds(systems: list[str], rounds: int, base: Path,
+                           one_round: Callable[[str, ZooKeeperServer, Path, int], Awaitable[Round]],
+                           ) -> dict[str, list[Round]]:
+    """`rounds` rounds of each system, the systems taking turns on one ZooKeeper server (each
+    round `one_round(system, zookeeper, work dir, round index)` in a fresh work dir, removed
+    after), with the machine's mean load average over the round in its notes."""
     zk_server = ZooKeeperServer(base / "zookeeper").start()
     results: dict[str, list[Round]] = {}
     try:
@@ -535,7 +539,7 @@ async def run(systems: list[str], rounds: int, partitions: int, base: Path,
                 log(f"{s}: round {i + 1}/{rounds}")
                 work = base / f"{s}-{i}"
                 load = os.getloadavg()[0]
-                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/{s}-{i}", partitions, logs)
+                r = await one_round(s, zk_server, work, i)
                 r.notes["load"] = (load + os.getloadavg()[0]) / 2
                 results.setdefault(s, []).append(r)
                 log(f"  {s}: " + ", ".join(f"{k} {cell(v)}" for k, v in r.values.items()))
@@ -543,6 +547,12 @@ async def run(systems: list[str], rounds: int, partitions: int, base: Path,
     finally:
         zk_server.stop()
     return results
+
+
+async def run(systems: list[str], rounds: int, partitions: int, base: Path,
+              logs: Path | None) -> dict[str, list[Round]]:
+    return await alternate_rounds(systems, rounds, base, lambda s, zk_server, work, i: run_round(
+        s, SYSTEMS[s][1], zk_server, work, f"/{s}-{i}", partitions, logs))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,7 @@ from tests.bench.bench_cluster import (
     BenchClient,
     Cluster,
     Round,
+    alternate_rounds,
     cell,
     controller_id,
     log,
@@ -221,22 +222,8 @@ same two cores, one round of each in turn. Regenerate alone with
 
 async def run(systems: list[str], rounds: int, topics: int, base: Path,
               logs: Path | None) -> dict[str, list[Round]]:
-    zk_server = ZooKeeperServer(base / "zookeeper").start()
-    results: dict[str, list[Round]] = {}
-    try:
-        for i in range(rounds):  # systems alternate, so a slow minute of the machine hits both
-            for s in systems:
-                log(f"{s}: round {i + 1}/{rounds}")
-                work = base / f"{s}-{i}"
-                load = os.getloadavg()[0]
-                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/del-{s}-{i}", topics, logs)
-                r.notes["load"] = (load + os.getloadavg()[0]) / 2
-                results.setdefault(s, []).append(r)
-                log(f"  {s}: " + ", ".join(f"{k} {cell(v)}" for k, v in r.values.items()))
-                shutil.rmtree(work, ignore_errors=True)
-    finally:
-        zk_server.stop()
-    return results
+    return await alternate_rounds(systems, rounds, base, lambda s, zk_server, work, i: run_round(
+        s, SYSTEMS[s][1], zk_server, work, f"/del-{s}-{i}", topics, logs))
 
 
 def main(argv: list[str] | None = None) -> int:

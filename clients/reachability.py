@@ -6,13 +6,12 @@ probe one dead broker of three makes a third of the commands fail with `ECONNREF
 as the session lasts. Kafka's tools retry another node within their timeout; we find the dead
 ones first, name them in a warning, and keep the client away from them.
 
-"Answers" means an ApiVersions (v0, the request every client sends first) gets a reply, not just
+"Answers" means a request (Metadata v1, as the container health check's) gets a reply, not just
 a TCP accept: a paused (SIGSTOP) broker still completes the handshake in its kernel.
 """
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from collections.abc import Iterable
@@ -21,34 +20,23 @@ from typing import Any
 
 import click
 
-API_VERSIONS = 18
-PROBE_CORRELATION_ID = 0x0D4AD3C
-PROBE_TIMEOUT_S = 2.0  # how long a live broker may take to answer ApiVersions
+from broker.healthcheck import probe as wire_probe
 
-
-def _api_versions_request() -> bytes:
-    client_id = b"odradek-cli-probe"
-    body = struct.pack(">hhih", API_VERSIONS, 0, PROBE_CORRELATION_ID, len(client_id)) + client_id
-    return struct.pack(">i", len(body)) + body
+PROBE_TIMEOUT_S = 2.0  # how long a live broker may take to answer
 
 
 def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when the broker at host:port answers ApiVersions within timeout_s, else why not."""
+    """None when the broker at host:port answers within timeout_s, else why not. The request is
+    the container health check's Metadata v1 (broker.healthcheck: encoded by hand, one round
+    trip); any well-formed answer counts, whatever it says about the cluster."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(_api_versions_request())
-            head = b""
-            while len(head) < 8:
-                chunk = sock.recv(8 - len(head))
-                if not chunk:
-                    return "closed the connection"
-                head += chunk
+        wire_probe(host, port, timeout_s)
     except TimeoutError:
         return f"no answer within {timeout_s:g}s"
-    except OSError as e:
-        return e.strerror or type(e).__name__
-    if struct.unpack(">i", head[4:8])[0] != PROBE_CORRELATION_ID:
+    except (ValueError, struct.error):
         return "answered something other than Kafka's protocol"
+    except OSError as e:  # refused, reset, or closed before answering (ConnectionError)
+        return e.strerror or str(e) or type(e).__name__
     return None
 
 

@@ -21,6 +21,9 @@ own buffer is empty — which keeps the bytes in request order, as nothing else 
 them. When the socket is full the rest goes as bounded `pread` chunks through the transport,
 whose write-buffer limits (low-water mark 0) tell us when it is empty again. So a client that
 never reads costs the broker at most one chunk plus the transport's buffer, however much it asked.
+A region of at most INLINE_REGION_MAX bytes is read instead and written with the frame bytes
+around it in one writev: for the small fetches of a replication round one syscall and one TCP
+segment beat three.
 
 Malformed frames — a size prefix out of bounds, an undecodable header, an unknown API — are
 logged (rate limited, broker.log_limiter) and the connection is closed; so is a connection whose
@@ -37,6 +40,7 @@ import socket
 import struct
 import time
 import weakref
+from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -71,6 +75,12 @@ UNSUPPORTED_VERSION = 35
 # socket cannot take it directly; the transport's high-water mark is a quarter of it, so one
 # chunk pauses writing until the transport's buffer is empty again
 STREAM_CHUNK = 256 * 1024
+# a file region this small is read (one pread from the page cache) and written with the frame
+# bytes around it in one writev: by sendfile it would be a write, a sendfile and a write -- three
+# syscalls and three TCP segments, each waking the peer, for a follower's or a consumer's fetch
+# of one small batch, the replication round's critical path (issue #20 §5). Zero copy pays only
+# for bigger regions.
+INLINE_REGION_MAX = 16 * 1024
 
 _pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()
 
@@ -81,6 +91,38 @@ def request_memory_pool(server: BrokerServer) -> MemoryPool:
     if pool is None:
         pool = _pools[server] = MemoryPool(server.config["queued.max.request.bytes"])
     return pool
+
+
+class _Resumed(Coroutine[Any, Any, Any]):
+    """Goes on with `coro`, started outside any task until it yielded `waiting_on` (the future
+    it awaits), as the task it is given to: the task's first step waits on that future, what
+    the task sends or throws in afterwards -- a cancellation too, even one before that first
+    step -- reaches `coro` where it waits."""
+
+    __slots__ = ("_coro", "_started", "_waiting_on")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self._coro = coro
+        self._waiting_on = waiting_on
+        self._started = False
+
+    def send(self, value: Any) -> Any:
+        if not self._started:
+            self._started = True
+            return self._waiting_on
+        return self._coro.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        self._started = True
+        if val is None and tb is None:
+            return self._coro.throw(typ)
+        return self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        raise TypeError("_Resumed is only run by a task")
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -115,6 +157,7 @@ class KafkaConnection(asyncio.Protocol):
         self.write_paused = False
         self.read_paused = False
         self.parsing = False
+        self.draining = False  # shutting down: requests not yet dispatched are left unread
         self.last_active = time.monotonic()
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -175,7 +218,7 @@ class KafkaConnection(asyncio.Protocol):
         buf = self.buffer
         pos = 0
         end = len(buf)
-        while end - pos >= 4 and not self.read_paused:
+        while end - pos >= 4 and not self.read_paused and not self.draining:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request:
                 self.abort(
@@ -298,10 +341,43 @@ class KafkaConnection(asyncio.Protocol):
         except DecodeError as e:
             self.abort("malformed request body", api_key=key, api_version=version, error=str(e))
             return
-        task = asyncio.ensure_future(self._process(ctx, handler.handle, request))
+        if handler.eager:
+            self._start_eagerly(self._process(ctx, handler.handle, request))
+        else:
+            task = asyncio.ensure_future(self._process(ctx, handler.handle, request))
+            self.pending.append(task)
+            task.add_done_callback(self._on_done)
+        self._update_reading()
+
+    def _start_eagerly(self, coro: Coroutine[Any, Any, list[Any] | None]) -> None:
+        """Run a request's handling at once, here in the read callback, up to its first wait
+        (Python 3.12's eager tasks): a fetch answered from the page cache or a produce whose
+        response waits for its followers needs no task of its own and no extra loop iteration
+        before its answer or its append -- Produce and Fetch are the replication round's
+        critical path (issue #20 §5). A handling that waits goes on in a task (_Resumed), in
+        request order as any other."""
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration as done:
+            chunks = done.value
+            if chunks and not self.closed:
+                if self.pending:  # behind an earlier response still being worked on
+                    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                    fut.set_result(chunks)
+                    self.pending.append(fut)
+                    self._on_done(fut)
+                else:
+                    self.outgoing.extend(chunks)
+                    self._pump()
+            return
+        except Exception as e:
+            if not self.closed:
+                handler_error_log.error("request handler failed; closing connection", peer=self.peer, exc_info=e)
+                self.close()
+            return
+        task = asyncio.ensure_future(_Resumed(coro, waiting_on))
         self.pending.append(task)
         task.add_done_callback(self._on_done)
-        self._update_reading()
 
     async def _process(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
         response = await handle(ctx, request)
@@ -359,17 +435,27 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None:
             return
         while outgoing and not self.write_paused and not self.closed:
-            if type(outgoing[0]) is FileRecords:
-                if not self._send_region(outgoing[0]):
+            head = outgoing[0]
+            if type(head) is FileRecords and (head.size > INLINE_REGION_MAX or self.region_sent):
+                if not self._send_region(head):
                     return
                 self.unsent -= outgoing.popleft().size
                 self.region_sent = 0
                 continue
             batch: list[Any] = []
             n = 0
-            while outgoing and type(outgoing[0]) is not FileRecords:
-                c = outgoing.popleft()
-                batch.append(c)
+            while outgoing:
+                c = outgoing[0]
+                if type(c) is FileRecords:
+                    if c.size > INLINE_REGION_MAX:
+                        break
+                    data = self._read_region(c)
+                    if data is None:
+                        return
+                    batch.append(data)
+                else:
+                    batch.append(c)
+                outgoing.popleft()
                 n += len(c)
             self.unsent -= n
             transport.writelines(batch)
@@ -392,6 +478,20 @@ class KafkaConnection(asyncio.Protocol):
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+
+    def _read_region(self, region: FileRecords) -> bytes | None:
+        """A small region's bytes, to go out in the same write as the frame around it; None
+        (connection closed) when the file is closed or shorter than when it was read."""
+        try:
+            data = region.read()
+            if len(data) != region.size:
+                raise EOFError(f"{region!r} is shorter than when it was read")
+        except (OSError, ValueError, EOFError) as e:
+            if not self.closed:
+                log.warning("cannot send fetched records; closing connection", peer=self.peer, error=str(e))
+                self.close()
+            return None
+        return data
 
     def _send_region(self, region: FileRecords) -> bool:
         """Send what is left of `region`; False when it must wait for resume_writing()."""
@@ -431,7 +531,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self.closed:
             return
         should_pause = (
-            self.write_paused
+            self.draining
+            or self.write_paused
             or self.memory_wait
             or len(self.pending) >= MAX_IN_FLIGHT
             or self.unsent > self.max_queued_response
@@ -448,6 +549,14 @@ class KafkaConnection(asyncio.Protocol):
                 self._parse()  # frames held back while muted
 
     # -- closing ----------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Shutdown: dispatch no more requests (Kafka's processors stop reading); those in
+        flight finish and every finished response is sent whole before the connection closes.
+        A request read but not dispatched yet (behind a large response that muted the
+        connection) is dropped with the connection, as one not yet read: the client retries."""
+        self.draining = True
+        self._update_reading()
 
     def abort(self, reason: str, **details: Any) -> None:
         """Log why (rate limited: clients trigger this at will) and drop the connection."""

@@ -409,6 +409,8 @@ class BrokerServer:
             self.group_coordinator.fail_pending_requests()  # parked joins would hold up draining
         loop = asyncio.get_running_loop()
         deadline = loop.time() + DRAIN_SECONDS  # handlers and sending share one bound
+        for conn in list(self.connections):
+            conn.drain()
         pending = [f for c in list(self.connections) for f in c.pending]
         if pending:
             with contextlib.suppress(asyncio.TimeoutError):

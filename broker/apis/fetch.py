@@ -234,7 +234,7 @@ def _records(r: PartitionResult) -> Any:
     return r.records.read()
 
 
-@api(1, 4, 12)
+@api(1, 4, 12, eager=True)
 async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     rm = ctx.server.replica_manager
     fetch: dict[tuple[str, int], PartitionRequest] = {}

@@ -133,7 +133,7 @@ def _error_response(req: ProduceRequest, code: int) -> ProduceResponse:
     )
 
 
-@api(0, 0, 11)
+@api(0, 0, 11, eager=True)
 async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     if ctx.version < 3:
         return _error_response(req, ErrorCode.UNSUPPORTED_VERSION)

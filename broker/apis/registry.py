@@ -29,6 +29,10 @@ class ApiHandler:
     # only a ZooKeeper-mode broker serves (and advertises) it: the controller-to-broker requests,
     # whose Kafka specs list only the "zkBroker" listener
     zk_only: bool = False
+    # run at once in the connection's read callback up to its first wait, not in a task of its
+    # own a loop iteration later (broker.network's _start_eagerly): only for handlers whose
+    # first step needs no current task (no asyncio.timeout, no network_client call)
+    eager: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -37,14 +41,15 @@ class ApiHandler:
 REGISTRY: dict[int, ApiHandler] = {}
 
 
-def api(api_key: int, min_version: int, max_version: int, *, zk_only: bool = False) -> Callable[[Handler], Handler]:
+def api(api_key: int, min_version: int, max_version: int, *, zk_only: bool = False,
+        eager: bool = False) -> Callable[[Handler], Handler]:
     """Register the decorated coroutine as the handler of `api_key` for the version range;
-    `zk_only`: served and advertised by a ZooKeeper-mode broker only."""
+    `zk_only`: served and advertised by a ZooKeeper-mode broker only; `eager`: see ApiHandler."""
 
     def register(fn: Handler) -> Handler:
         if api_key in REGISTRY:
             raise RuntimeError(f"api key {api_key} registered twice")
-        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn, zk_only)
+        REGISTRY[api_key] = ApiHandler(api_key, min_version, max_version, fn, zk_only, eager)
         return fn
 
     return register

@@ -6,12 +6,15 @@ response woken by an append is the replication round's critical path, issue #20 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import struct
 from types import SimpleNamespace
 from typing import Any
 
-from broker.network import KafkaConnection
+from broker.network import INLINE_REGION_MAX, KafkaConnection
 from protocol.messages import ApiVersionsResponse
+from storage.file_records import FileRecords, LogFile
 
 API_VERSIONS = 18
 
@@ -93,3 +96,145 @@ async def test_a_response_at_the_head_goes_out_from_its_own_task_and_order_is_ke
     await asyncio.sleep(0)
     assert transport.written == [(1, False), (2, True), (3, False)]
     assert conn.unsent == 0 and not conn.outgoing and not conn.pending
+
+
+class RecordingTransport(FakeTransport):
+    """Every call that hands bytes to the socket, in order: ('writelines', bytes) / ('write', bytes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, bytes]] = []
+
+    def writelines(self, chunks: list[Any]) -> None:
+        self.calls.append(("writelines", b"".join(bytes(c) for c in chunks)))
+
+    def write(self, data: bytes) -> None:
+        self.calls.append(("write", bytes(data)))
+
+
+def region_connection(tmp_path: Any, size: int) -> tuple[KafkaConnection, RecordingTransport, bytes]:
+    path = tmp_path / "00000000000000000000.log"
+    payload = bytes(range(256)) * (size // 256 + 1)
+    path.write_bytes(b"x" * 7 + payload[:size])
+    log_file = LogFile(os.open(path, os.O_RDONLY), path)
+    conn = KafkaConnection(FakeServer(), SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
+    transport = RecordingTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    conn.outgoing.extend([b"head", FileRecords(log_file, 7, size), b"tail"])
+    conn.unsent = 8 + size
+    return conn, transport, payload[:size]
+
+
+def test_a_small_file_region_goes_out_in_one_write_with_its_frame(tmp_path: Any) -> None:
+    """A fetch of one small batch is one writev (one TCP segment waking the follower or the
+    consumer once), not head / sendfile / tail (issue #20 §5)."""
+    conn, transport, records = region_connection(tmp_path, INLINE_REGION_MAX)
+    conn._pump()
+    assert transport.calls == [("writelines", b"head" + records + b"tail")]
+    assert conn.unsent == 0 and not conn.outgoing
+
+
+def test_a_large_file_region_is_streamed_apart_from_its_frame(tmp_path: Any) -> None:
+    """Above the inline bound the region is streamed (sendfile, or pread chunks when the socket
+    cannot take it: the fake transport has no socket) between the frame's own writes."""
+    conn, transport, records = region_connection(tmp_path, INLINE_REGION_MAX + 1)
+    conn._pump()
+    assert transport.calls == [("writelines", b"head"), ("write", records), ("writelines", b"tail")]
+    assert conn.unsent == 0 and not conn.outgoing
+
+
+def test_a_small_region_of_a_truncated_file_closes_the_connection(tmp_path: Any) -> None:
+    conn, transport, _ = region_connection(tmp_path, 100)
+    os.truncate(tmp_path / "00000000000000000000.log", 50)
+    closed: list[bool] = []
+    conn.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    conn._pump()
+    assert closed == [True]
+    assert transport.calls == []
+
+
+class CorrelationTransport(FakeTransport):
+    """The correlation ids of the frames written, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.corrs: list[int] = []
+
+    def writelines(self, chunks: list[Any]) -> None:
+        frame = b"".join(bytes(c) for c in chunks)
+        pos = 0
+        while pos < len(frame):
+            size, corr = struct.unpack_from(">ii", frame, pos)
+            self.corrs.append(corr)
+            pos += 4 + size
+
+
+def eager_connection() -> tuple[KafkaConnection, CorrelationTransport]:
+    conn = KafkaConnection(FakeServer(), SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
+    transport = CorrelationTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport
+
+
+def start_eagerly(conn: KafkaConnection, corr: int, answer: asyncio.Event | None, seen: list[str]) -> None:
+    """What _dispatch does for an eager handler: answers at once, or once `answer` is set."""
+
+    async def handle(ctx: Any, request: Any) -> ApiVersionsResponse:
+        seen.append(f"{corr} started")
+        try:
+            if answer is not None:
+                await answer.wait()
+        except asyncio.CancelledError:
+            seen.append(f"{corr} cancelled")
+            raise
+        if corr < 0:
+            raise RuntimeError("handler bug")
+        return ApiVersionsResponse(error_code=0, api_keys=[])
+
+    ctx = SimpleNamespace(header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+                                                 request_api_version=3))
+    conn._start_eagerly(conn._process(ctx, handle, None))  # type: ignore[arg-type]
+
+
+async def test_an_eager_handler_that_does_not_wait_is_answered_within_the_read_callback() -> None:
+    """No task and no loop iteration between a fetch answered from the page cache and its
+    response being handed to the transport (issue #20 §5)."""
+    conn, transport = eager_connection()
+    seen: list[str] = []
+    start_eagerly(conn, 1, None, seen)
+    assert seen == ["1 started"] and transport.corrs == [1]  # before any await of ours
+    assert not conn.pending and not conn.outgoing and conn.unsent == 0
+
+
+async def test_an_eager_handler_that_waits_goes_on_in_a_task_and_keeps_request_order() -> None:
+    conn, transport = eager_connection()
+    seen: list[str] = []
+    first = asyncio.Event()
+    start_eagerly(conn, 1, first, seen)  # waits: goes on in a task
+    start_eagerly(conn, 2, None, seen)  # done at once, but behind the first
+    assert seen == ["1 started", "2 started"] and transport.corrs == []
+    first.set()
+    await asyncio.wait_for(asyncio.gather(*[f for f in conn.pending]), 5)
+    await asyncio.sleep(0)
+    assert transport.corrs == [1, 2]
+    assert not conn.pending and not conn.outgoing and conn.unsent == 0
+
+
+async def test_a_waiting_eager_handler_is_cancelled_with_its_connection() -> None:
+    """The task that goes on with a handling started outside it passes the cancellation in."""
+    conn, transport = eager_connection()
+    seen: list[str] = []
+    start_eagerly(conn, 1, asyncio.Event(), seen)
+    (task,) = conn.pending
+    conn.connection_lost(None)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert task.cancelled() and seen == ["1 started", "1 cancelled"] and transport.corrs == []
+
+
+async def test_an_eager_handler_failing_at_once_closes_the_connection() -> None:
+    conn, transport = eager_connection()
+    closed: list[bool] = []
+    conn.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    start_eagerly(conn, -1, None, [])
+    assert closed == [True] and transport.corrs == [] and not conn.pending

@@ -1174,6 +1174,13 @@ class Log:
     # -- compaction (storage.cleaner) ----------------------------------------------------------
 
     @property
+    def dir_offline(self) -> bool:
+        """Whether an I/O error took this log's dir offline: its files are not to be touched
+        again (the cleaner skips it; every write is refused) until the broker restarts."""
+        channel = self.log_dir_failure_channel
+        return channel is not None and channel.any_offline and channel.has_offline_log_dir(self.dir.parent)
+
+    @property
     def truncations(self) -> int:
         """How many times the log was truncated; a cleaning that started before a truncation
         must not swap its segments in (its offset map may hold offsets that are gone)."""
@@ -1197,6 +1204,21 @@ class Log:
         for seg in self.log_segments(start_offset, upper_bound_offset):
             out.extend(seg.collect_aborted_txns(start_offset, upper_bound_offset).aborted_transactions)
         return out
+
+    @_handles_io_errors("replacing segments of")
+    def swap_in_cleaned(self, base_offset: int, replaces: tuple[int, ...], truncations: int) -> bool:
+        """Open the cleaned segment ``base_offset`` (its files named ``.cleaned``, written by the
+        cleaner's worker) and swap it in for ``replaces`` (:meth:`replace_segments`); when the
+        swap is refused its files are removed and False returned. An I/O error on the way takes
+        the log's dir offline (KafkaStorageError), as every write of the log does; a dir offline
+        already is refused at once, its files untouched. Blocking: call from a cleaner thread."""
+        seg = LogSegment.open(
+            self.dir, base_offset, self.config, file_already_exists=True, suffix=CLEANED_FILE_SUFFIX
+        )
+        if self.replace_segments(seg, replaces, truncations):
+            return True
+        seg.delete()
+        return False
 
     def replace_segments(self, new: LogSegment, replaces: tuple[int, ...], truncations: int) -> bool:
         """Swap the cleaned segment ``new`` (its files named ``.cleaned``) in for the segments

@@ -40,10 +40,12 @@ def io_error_of(e: BaseException) -> OSError | None:
 
 
 def describe_io_error(e: OSError) -> str:
-    """`No space left on device (ENOSPC)`: the reason an operator reads in the one error line."""
+    """`No space left on device (ENOSPC)`, with `on <file>` when the error names one: the reason
+    an operator reads in the one error line."""
     name = errno.errorcode.get(e.errno) if e.errno is not None else None
     text = e.strerror or str(e)
-    return f"{text} ({name})" if name else text
+    reason = f"{text} ({name})" if name else text
+    return f"{reason} on {e.filename}" if e.filename is not None and e.strerror else reason
 
 
 class LogDirFailureChannel:

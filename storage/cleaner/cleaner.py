@@ -27,11 +27,14 @@ delete.retention.ms; a later cleaning after that time removes them.
 Files are read with ``os.pread`` in chunks of ``log.cleaner.io.buffer.size`` (grown when a batch
 is larger) and written with buffered writes; the cleaned segment is fsync'd before it is handed
 over. ``check_done(bytes)`` is called after every chunk read (the worker raises there when the
-broker went away, and throttles).
+broker went away, and throttles). An OSError leaves with the name of the file that failed, and
+leaves the group's ``.cleaned`` files where they are: the broker takes the log's dir offline
+and the next load removes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -78,6 +81,7 @@ __all__ = [
     "CleanerStats",
     "LogCleaningAbortedError",
     "SegmentInfo",
+    "WorkerIOError",
     "clean",
     "group_segments_by_size",
 ]
@@ -155,20 +159,57 @@ class CleanedGroup:
 
 
 @dataclass(frozen=True)
+class WorkerIOError:
+    """An I/O error of a cleaning as the worker process reports it (storage.cleaner.worker):
+    what the broker needs to rebuild the OSError (errno, strerror, the file) and take the log's
+    dir offline -- not a traceback, since a full disk is no bug. Defined here, not in the
+    worker's ``__main__``, so that the broker can unpickle it."""
+
+    errno: int | None
+    strerror: str | None
+    filename: str | None
+
+    @classmethod
+    def of(cls, e: OSError) -> WorkerIOError:
+        return cls(e.errno, e.strerror or str(e), None if e.filename is None else str(e.filename))
+
+    def to_os_error(self) -> OSError:
+        """The OSError again (its subclass by errno: FileNotFoundError for ENOENT ...)."""
+        if self.errno is None:
+            return OSError(self.strerror)
+        if self.filename is None:
+            return OSError(self.errno, self.strerror)
+        return OSError(self.errno, self.strerror, self.filename)
+
+
+@dataclass(frozen=True)
 class CleanResult:
     end_offset: int  # the first offset not cleaned: the next cleaning's first dirty offset
     groups: tuple[CleanedGroup, ...]
     stats: CleanerStats
 
 
+def _named(e: OSError, path: Path) -> OSError:
+    """``e`` with ``path`` as its file name when it has none (a write or pread on a descriptor):
+    the broker's one error line for a failed cleaning says which file failed."""
+    if e.filename is not None or e.errno is None:
+        return e
+    named = OSError(e.errno, e.strerror, str(path))
+    named.__cause__ = e
+    return named
+
+
 def _read_batches(
-    fd: int, start: int, end: int, buffer_size: int, check_done: Callable[[int], None]
+    fd: int, path: Path, start: int, end: int, buffer_size: int, check_done: Callable[[int], None]
 ) -> Iterator[tuple[memoryview, BatchHeader]]:
-    """(batch bytes, header) of each whole batch in [start, end) of the file ``fd``, read in
-    chunks of ``buffer_size`` bytes (a chunk is grown to hold a larger batch)."""
+    """(batch bytes, header) of each whole batch in [start, end) of the file ``fd`` (``path``),
+    read in chunks of ``buffer_size`` bytes (a chunk is grown to hold a larger batch)."""
     pos = start
     while pos < end:
-        chunk = os.pread(fd, min(buffer_size, end - pos), pos)
+        try:
+            chunk = os.pread(fd, min(buffer_size, end - pos), pos)
+        except OSError as e:
+            raise _named(e, path) from e
         check_done(len(chunk))
         if len(chunk) < LOG_OVERHEAD:
             raise RecordsError(f"segment ends at {pos + len(chunk)}, inside a batch")
@@ -229,7 +270,9 @@ class _Cleaner:
         stats = self.stats
         fd = self._open(seg.base_offset)
         try:
-            for batch, h in _read_batches(fd, 0, seg.size, self.job.io_buffer_size, self.check_done):
+            for batch, h in _read_batches(
+                fd, log_file(self.dir, seg.base_offset), 0, seg.size, self.job.io_buffer_size, self.check_done
+            ):
                 last = h.base_offset + h.last_offset_delta
                 stats.map_bytes_read += len(batch)
                 if last < start:
@@ -296,6 +339,13 @@ class _Cleaner:
                 cleaned.set_last_modified(group[-1].last_modified_ms)
             finally:
                 cleaned.close_handlers()
+        except OSError as e:
+            # an I/O error takes the log's dir offline (storage.cleaner.log_cleaner): its files
+            # are not touched again -- the next load removes these ``.cleaned`` files (Kafka
+            # deletes a cleaned segment only when the cleaning is aborted)
+            with contextlib.suppress(OSError):
+                txn_index.close()
+            raise _named(e, paths[0]) from e
         except BaseException:
             txn_index.close()
             for p in paths:
@@ -317,7 +367,9 @@ class _Cleaner:
         written = 0
         fd = self._open(seg.base_offset)
         try:
-            for batch, h in _read_batches(fd, 0, seg.size, job.io_buffer_size, self.check_done):
+            for batch, h in _read_batches(
+                fd, log_file(self.dir, seg.base_offset), 0, seg.size, job.io_buffer_size, self.check_done
+            ):
                 stats.bytes_read += len(batch)
                 is_control = bool(h.attributes & CONTROL_MASK)
                 data = b""

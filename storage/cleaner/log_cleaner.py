@@ -17,6 +17,15 @@ the next load to remove. A log whose cleaning fails with an error is not cleaned
 broker restarts (logged; Kafka's uncleanable partitions); a worker process killed from outside
 is replaced and the cleaning retried, up to three times in a row for one log.
 
+An I/O error (a full disk, a failing device) is no bug of the log: wherever it happens -- the
+worker reading segments or writing the ``.cleaned`` files (it answers ``io_error`` with errno,
+strerror and file name), or here opening the ``.cleaned`` segment and swapping it in -- it takes
+the log's dir offline through the log's LogDirFailureChannel, with one error line naming the dir
+and no traceback, as Kafka's CleanerThread does (maybeAddOfflineLogDir). The broker's failure
+handler then stops the dir's partitions, aborting their cleanings (LogManager.handle_log_dir_failure);
+until then no log of an offline dir is chosen, and nothing in it is removed or swapped: a
+``.cleaned`` or ``.swap`` left there is removed or completed by the next load.
+
 Who may call: :meth:`startup` / :meth:`shutdown` from the broker's startup and shutdown (in an
 executor: shutdown joins threads), :meth:`abort_and_pause` / :meth:`resume` from the code that
 deletes or truncates a log (blocking until the cleaning of that log stopped).
@@ -36,7 +45,9 @@ from typing import Any
 from storage.cleaner.cleaner import CleanJob, CleanResult, SegmentInfo
 from storage.cleaner.manager import LogCleanerManager, LogToClean, TopicPartition
 from storage.cleaner.worker import read_message, write_message
-from storage.segment import CLEANED_FILE_SUFFIX, LogSegment
+from storage.errors import KafkaStorageError
+from storage.log_dir_failure_channel import io_error_of
+from storage.segment import CLEANED_FILE_SUFFIX
 
 __all__ = ["CleanerConfig", "LogCleaner", "make_clean_job"]
 
@@ -141,19 +152,46 @@ class _CleanerThread(threading.Thread):
                             "retry (%d of %d)", ltc.log.name, deaths, MAX_WORKER_DEATHS,
                         )
                 self._remove_cleaned_files(ltc)
-            except Exception:
-                log.exception(
-                    "Unexpected error while cleaning %s; it will not be cleaned again until the "
-                    "broker restarts", ltc.log.name,
-                )
-                c.manager.mark_uncleanable(ltc.tp)
-                self._remove_cleaned_files(ltc)
+            except KafkaStorageError:
+                # the log's dir went offline (reported where the error happened, one line) or
+                # was already: its files are left alone, the next load completes or removes the
+                # .swap / .cleaned files (Kafka: "partition is already offline. let it go")
+                pass
+            except Exception as e:
+                cause = io_error_of(e)
+                if cause is None or not self._take_dir_offline(ltc, cause):
+                    log.exception(
+                        "Unexpected error while cleaning %s; it will not be cleaned again until the "
+                        "broker restarts", ltc.log.name,
+                    )
+                    c.manager.mark_uncleanable(ltc.tp)
+                    self._remove_cleaned_files(ltc)
             finally:
                 self.current = None
                 c.manager.done_cleaning(ltc.tp, end_offset)
         self.close_worker()
 
+    @staticmethod
+    def _take_dir_offline(ltc: LogToClean, e: OSError) -> bool:
+        """An I/O error while cleaning ``ltc`` (in the worker or here) takes the log's dir
+        offline through its LogDirFailureChannel -- one error line naming the dir and the file,
+        no traceback, no retry -- as Kafka's CleanerThread.cleanLog does for an IOException; the
+        broker's failure handler then stops the dir's partitions and aborts their cleaning.
+        False when the log has no channel (opened on its own): it is only left uncleaned."""
+        lg = ltc.log
+        channel = lg.log_dir_failure_channel
+        if channel is None:
+            return False
+        d = lg.dir.parent
+        channel.maybe_add_offline_log_dir(
+            d, f"Failed to clean up log for {ltc.tp[0]}-{ltc.tp[1]} in dir {d} due to IOException", e)
+        return True
+
     def _remove_cleaned_files(self, ltc: LogToClean) -> None:
+        """Remove the ``.cleaned`` files of a cleaning that stopped -- not in an offline dir,
+        whose files are not touched again (the next load removes them)."""
+        if ltc.log.dir_offline:
+            return
         try:
             for p in ltc.log.dir.glob("*" + CLEANED_FILE_SUFFIX):
                 p.unlink(missing_ok=True)
@@ -165,7 +203,11 @@ class _CleanerThread(threading.Thread):
         c = self.cleaner
         lg = ltc.log
         truncations = lg.truncations
-        job = c.make_job(ltc)
+        try:
+            job = c.make_job(ltc)
+        except FileNotFoundError as e:  # a segment went meanwhile (retention): the log changed, not the disk
+            log.info("Cleaning of %s stopped: the log changed since it started (%s)", lg.name, e)
+            return None
         proc = self._worker()
         assert proc.stdin is not None and proc.stdout is not None
         try:
@@ -182,10 +224,15 @@ class _CleanerThread(threading.Thread):
             if kind == "group":
                 go = False
                 if not c.stopping.is_set() and not c.manager.is_aborted(ltc.tp):
-                    seg = LogSegment.open(
-                        lg.dir, payload.base_offset, lg.config, file_already_exists=True, suffix=CLEANED_FILE_SUFFIX
-                    )
-                    if lg.replace_segments(seg, payload.replaces, truncations):
+                    try:
+                        swapped_in = lg.swap_in_cleaned(payload.base_offset, payload.replaces, truncations)
+                    except BaseException:
+                        # (an I/O error took the dir offline: KafkaStorageError) the worker,
+                        # which waits for an answer, is killed -- it removes nothing in that
+                        # dir -- and the next cleaning starts a new one
+                        self.close_worker()
+                        raise
+                    if swapped_in:
                         go = True
                         swapped.append(payload.base_offset)
                         log.info(
@@ -193,7 +240,6 @@ class _CleanerThread(threading.Thread):
                             payload.base_offset, list(payload.replaces), lg.name, payload.size_in, payload.size_out,
                         )
                     else:
-                        seg.delete()
                         log.info("Cleaning of %s stopped: the log changed since it started", lg.name)
                 try:
                     write_message(proc.stdin, ("go", go))
@@ -206,6 +252,8 @@ class _CleanerThread(threading.Thread):
                 log.info("Cleaning of %s aborted: %s", lg.name, payload)
                 self._remove_cleaned_files(ltc)
                 return None
+            elif kind == "io_error":
+                raise payload.to_os_error()
             else:
                 raise RuntimeError(f"log cleaner worker failed on {lg.name}:\n{payload}")
 

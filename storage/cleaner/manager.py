@@ -13,7 +13,9 @@ which logs are being cleaned or must not be (Kafka's ``LogCleanerManager``).
 * A log is cleaned by one cleaner at a time (``in_progress``); :meth:`abort_and_pause` stops
   and holds off cleaning of a log that is about to be truncated or deleted, :meth:`resume`
   lets it go again. A log whose cleaning failed is left alone until the broker restarts
-  (Kafka's uncleanable partitions), with the error logged.
+  (Kafka's uncleanable partitions), with the error logged -- unless the error was an I/O
+  error: that takes the log's dir offline (storage.cleaner.log_cleaner), and no log of an
+  offline dir is chosen again.
 
 Who may call: the cleaner threads and, for pausing, whoever truncates or deletes a log; every
 method takes the manager's lock. Reading segment metadata (time index, first batch) is
@@ -144,6 +146,7 @@ class LogCleanerManager:
                     or tp in self._in_progress
                     or tp in self._paused
                     or tp in self._uncleanable
+                    or lg.dir_offline  # until the failure handler removes the dir's logs
                 ):
                     continue
                 try:

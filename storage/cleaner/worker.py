@@ -9,11 +9,13 @@ core and the broker only waits on a pipe.
 Protocol: length-prefixed (4 bytes, big-endian) pickles on stdin (from the broker) and stdout
 (to it). The broker sends ``("clean", CleanJob)``; the worker answers ``("group",
 CleanedGroup)`` after each group it wrote and waits for ``("go", bool)`` -- the broker swaps the
-group in first, and says False to stop --, then ``("done", CleanResult)``, ``("aborted", why)``
-or ``("error", traceback)``. End of stdin means the broker is gone: the worker exits. While it
-works it also checks that its parent is still the process that started it, so a broker killed
-with kill -9 does not leave it writing ``.cleaned`` files into a log dir that the next broker
-is loading.
+group in first, and says False to stop --, then ``("done", CleanResult)``, ``("aborted", why)``,
+``("io_error", WorkerIOError)`` -- an I/O error (a full disk, a failing device) as errno,
+strerror and file name, which the broker turns into its log dir going offline -- or ``("error",
+traceback)`` for anything else (a bug, a corrupt segment: the log is left uncleaned). End of
+stdin means the broker is gone: the worker exits. While it works it also checks that its parent
+is still the process that started it, so a broker killed with kill -9 does not leave it writing
+``.cleaned`` files into a log dir that the next broker is loading.
 
 The worker lowers its own priority (nice 10): cleaning is background work, and on a machine
 with busy cores the broker's event loop must not wait for it.
@@ -33,7 +35,14 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from storage.cleaner.cleaner import CleanedGroup, CleanJob, LogCleaningAbortedError, clean
+from storage.cleaner.cleaner import (
+    CleanedGroup,
+    CleanJob,
+    LogCleaningAbortedError,
+    WorkerIOError,
+    clean,
+)
+from storage.log_dir_failure_channel import io_error_of
 from storage.segment import (
     CLEANED_FILE_SUFFIX,
     log_file,
@@ -141,8 +150,12 @@ def main() -> int:
             return 0
         except LogCleaningAbortedError as e:
             answer: tuple[str, Any] = ("aborted", str(e))
-        except Exception:
-            answer = ("error", traceback.format_exc())
+        except Exception as e:
+            io_error = io_error_of(e)
+            if io_error is not None:
+                answer = ("io_error", WorkerIOError.of(io_error))
+            else:
+                answer = ("error", traceback.format_exc())
         else:
             answer = ("done", result)
         try:

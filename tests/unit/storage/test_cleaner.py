@@ -25,7 +25,7 @@ from storage.cleaner.log_cleaner import CleanerConfig, make_clean_job
 from storage.cleaner.manager import cleanable_offsets, log_to_clean
 from storage.config import LogConfig
 from storage.log import Log
-from storage.segment import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment
+from storage.segment import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from tests.unit.storage.helpers import T0, Clock, read_all
 
 DAY = 86_400_000
@@ -62,8 +62,7 @@ def clean_in_process(lg: Log, now_ms: int, checkpoint: int | None = None) -> Cle
     truncations = lg.truncations
 
     def swap(group: object) -> bool:
-        seg = LogSegment.open(lg.dir, group.base_offset, lg.config, file_already_exists=True, suffix=CLEANED_FILE_SUFFIX)  # type: ignore[attr-defined]
-        return lg.replace_segments(seg, group.replaces, truncations)  # type: ignore[attr-defined]
+        return lg.swap_in_cleaned(group.base_offset, group.replaces, truncations)  # type: ignore[attr-defined]
 
     return clean(job, swap)
 

@@ -21,9 +21,6 @@ own buffer is empty — which keeps the bytes in request order, as nothing else 
 them. When the socket is full the rest goes as bounded `pread` chunks through the transport,
 whose write-buffer limits (low-water mark 0) tell us when it is empty again. So a client that
 never reads costs the broker at most one chunk plus the transport's buffer, however much it asked.
-A region of at most INLINE_REGION_MAX bytes is read instead and written with the frame bytes
-around it in one writev: for the small fetches of a replication round one syscall and one TCP
-segment beat three.
 
 Malformed frames — a size prefix out of bounds, an undecodable header, an unknown API — are
 logged (rate limited, broker.log_limiter) and the connection is closed; so is a connection whose
@@ -75,12 +72,6 @@ UNSUPPORTED_VERSION = 35
 # socket cannot take it directly; the transport's high-water mark is a quarter of it, so one
 # chunk pauses writing until the transport's buffer is empty again
 STREAM_CHUNK = 256 * 1024
-# a file region this small is read (one pread from the page cache) and written with the frame
-# bytes around it in one writev: by sendfile it would be a write, a sendfile and a write -- three
-# syscalls and three TCP segments, each waking the peer, for a follower's or a consumer's fetch
-# of one small batch, the replication round's critical path (issue #20 §5). Zero copy pays only
-# for bigger regions.
-INLINE_REGION_MAX = 16 * 1024
 
 _pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()
 
@@ -435,27 +426,17 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None:
             return
         while outgoing and not self.write_paused and not self.closed:
-            head = outgoing[0]
-            if type(head) is FileRecords and (head.size > INLINE_REGION_MAX or self.region_sent):
-                if not self._send_region(head):
+            if type(outgoing[0]) is FileRecords:
+                if not self._send_region(outgoing[0]):
                     return
                 self.unsent -= outgoing.popleft().size
                 self.region_sent = 0
                 continue
             batch: list[Any] = []
             n = 0
-            while outgoing:
-                c = outgoing[0]
-                if type(c) is FileRecords:
-                    if c.size > INLINE_REGION_MAX:
-                        break
-                    data = self._read_region(c)
-                    if data is None:
-                        return
-                    batch.append(data)
-                else:
-                    batch.append(c)
-                outgoing.popleft()
+            while outgoing and type(outgoing[0]) is not FileRecords:
+                c = outgoing.popleft()
+                batch.append(c)
                 n += len(c)
             self.unsent -= n
             transport.writelines(batch)
@@ -478,20 +459,6 @@ class KafkaConnection(asyncio.Protocol):
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
-
-    def _read_region(self, region: FileRecords) -> bytes | None:
-        """A small region's bytes, to go out in the same write as the frame around it; None
-        (connection closed) when the file is closed or shorter than when it was read."""
-        try:
-            data = region.read()
-            if len(data) != region.size:
-                raise EOFError(f"{region!r} is shorter than when it was read")
-        except (OSError, ValueError, EOFError) as e:
-            if not self.closed:
-                log.warning("cannot send fetched records; closing connection", peer=self.peer, error=str(e))
-                self.close()
-            return None
-        return data
 
     def _send_region(self, region: FileRecords) -> bool:
         """Send what is left of `region`; False when it must wait for resume_writing()."""

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import struct
 from types import SimpleNamespace
 from typing import Any
 
-from broker.network import INLINE_REGION_MAX, KafkaConnection
+from broker.network import KafkaConnection
 from protocol.messages import ApiVersionsResponse
-from storage.file_records import FileRecords, LogFile
 
 API_VERSIONS = 18
 
@@ -96,61 +94,6 @@ async def test_a_response_at_the_head_goes_out_from_its_own_task_and_order_is_ke
     await asyncio.sleep(0)
     assert transport.written == [(1, False), (2, True), (3, False)]
     assert conn.unsent == 0 and not conn.outgoing and not conn.pending
-
-
-class RecordingTransport(FakeTransport):
-    """Every call that hands bytes to the socket, in order: ('writelines', bytes) / ('write', bytes)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, bytes]] = []
-
-    def writelines(self, chunks: list[Any]) -> None:
-        self.calls.append(("writelines", b"".join(bytes(c) for c in chunks)))
-
-    def write(self, data: bytes) -> None:
-        self.calls.append(("write", bytes(data)))
-
-
-def region_connection(tmp_path: Any, size: int) -> tuple[KafkaConnection, RecordingTransport, bytes]:
-    path = tmp_path / "00000000000000000000.log"
-    payload = bytes(range(256)) * (size // 256 + 1)
-    path.write_bytes(b"x" * 7 + payload[:size])
-    log_file = LogFile(os.open(path, os.O_RDONLY), path)
-    conn = KafkaConnection(FakeServer(), SimpleNamespace(name="PLAINTEXT"))  # type: ignore[arg-type]
-    transport = RecordingTransport()
-    conn.connection_made(transport)  # type: ignore[arg-type]
-    conn.outgoing.extend([b"head", FileRecords(log_file, 7, size), b"tail"])
-    conn.unsent = 8 + size
-    return conn, transport, payload[:size]
-
-
-def test_a_small_file_region_goes_out_in_one_write_with_its_frame(tmp_path: Any) -> None:
-    """A fetch of one small batch is one writev (one TCP segment waking the follower or the
-    consumer once), not head / sendfile / tail (issue #20 §5)."""
-    conn, transport, records = region_connection(tmp_path, INLINE_REGION_MAX)
-    conn._pump()
-    assert transport.calls == [("writelines", b"head" + records + b"tail")]
-    assert conn.unsent == 0 and not conn.outgoing
-
-
-def test_a_large_file_region_is_streamed_apart_from_its_frame(tmp_path: Any) -> None:
-    """Above the inline bound the region is streamed (sendfile, or pread chunks when the socket
-    cannot take it: the fake transport has no socket) between the frame's own writes."""
-    conn, transport, records = region_connection(tmp_path, INLINE_REGION_MAX + 1)
-    conn._pump()
-    assert transport.calls == [("writelines", b"head"), ("write", records), ("writelines", b"tail")]
-    assert conn.unsent == 0 and not conn.outgoing
-
-
-def test_a_small_region_of_a_truncated_file_closes_the_connection(tmp_path: Any) -> None:
-    conn, transport, _ = region_connection(tmp_path, 100)
-    os.truncate(tmp_path / "00000000000000000000.log", 50)
-    closed: list[bool] = []
-    conn.close = lambda: closed.append(True)  # type: ignore[method-assign]
-    conn._pump()
-    assert closed == [True]
-    assert transport.calls == []
 
 
 class CorrelationTransport(FakeTransport):

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.logging_setup import configure_logging
 from controller.zk.client import ZooKeeperClient
@@ -162,6 +162,9 @@ def machine_cpu() -> tuple[int, int]:
     return sum(f) - f[3] - f[4], sum(f)
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class Cpu:
     """Broker CPU over one run: the leader's and the followers' (mean) seconds, and how many of
@@ -172,7 +175,7 @@ class Cpu:
     busy_cores: float
 
 
-async def measured(cluster: Cluster, leader: int, fn: Callable[[], PerfRun]) -> tuple[PerfRun, Cpu]:
+async def measured(cluster: Cluster, leader: int, fn: Callable[[], T]) -> tuple[T, Cpu]:
     pids = {b: cluster.brokers[b].proc.pid for b in cluster.live}  # type: ignore[union-attr]
     c0 = {b: process_cpu_s(p) for b, p in pids.items()}
     m0 = machine_cpu()
@@ -248,6 +251,7 @@ class Round:
     perf: dict[str, PerfRun] = field(default_factory=dict)
     e2e: dict[str, E2eRun] = field(default_factory=dict)
     cpu: dict[str, Cpu] = field(default_factory=dict)
+    e2e_cpu: dict[str, tuple[Cpu, int]] = field(default_factory=dict)  # topic -> (CPU, records)
     values: dict[str, list[float]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -283,7 +287,7 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
             for topic in ("rf1", "rf3"):
                 await asyncio.to_thread(producer_perf, boot, topic, max(1000, records // 5), "1")
             if e2e_only:
-                await e2e_runs(r, system, boot, e2e_records)
+                await e2e_runs(r, system, cluster, leader, boot, e2e_records)
                 return r
             for topic, acks, big in (("rf1", "1", False), ("rf1", "all", False), ("rf3", "1", False),
                                      ("rf3", "all", False), ("rf1", "1", True), ("rf3", "all", True)):
@@ -297,7 +301,7 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
                 cluster, leader, functools.partial(producer_perf, boot, "rf3", n_rate, "all", RATE))
             r.perf[f"rf3 acks=all {RATE}/s"] = run
             log(f"  {system}: rf3 acks=all at {RATE}/s: p50 {run.p50_ms:.0f} ms, p99 {run.p99_ms:.0f} ms")
-            await e2e_runs(r, system, boot, e2e_records)
+            await e2e_runs(r, system, cluster, leader, boot, e2e_records)
 
             # replication lag, idle then under a full-speed acks=1 load
             idle_stop = asyncio.Event()
@@ -343,12 +347,17 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
     return r
 
 
-async def e2e_runs(r: Round, system: str, boot: str, n: int) -> None:
-    """EndToEndLatency with acks=all on each of E2E_TOPICS, one after the other."""
+async def e2e_runs(r: Round, system: str, cluster: Cluster, leader: int, boot: str, n: int) -> None:
+    """EndToEndLatency with acks=all on each of E2E_TOPICS, one after the other, with the
+    brokers' CPU per record (its consumer runs with fetch.max.wait.ms=0, so the leader also
+    answers the consumer's empty fetches while a record replicates)."""
     for topic in E2E_TOPICS:
-        e = r.e2e[topic] = await asyncio.to_thread(end_to_end_latency, boot, topic, n)
+        e, cpu = await measured(cluster, leader, functools.partial(end_to_end_latency, boot, topic, n))
+        r.e2e[topic] = e
+        r.e2e_cpu[topic] = (cpu, n)
         log(f"  {system}: e2e {topic} acks=all: avg {e.avg_ms:.2f} / p50 {e.p50_ms:.0f} / p99 {e.p99_ms:.0f} / "
-            f"p99.9 {e.p999_ms:.0f} ms")
+            f"p99.9 {e.p999_ms:.0f} ms; CPU per record: leader {cpu.leader_s / n * 1e6:.0f} us, "
+            f"followers {cpu.follower_s / n * 1e6:.0f} us")
 
 
 async def first_ack_after(cluster: Cluster, dead: int, t_kill: float) -> tuple[float, int, int]:
@@ -476,6 +485,17 @@ def report(results: dict[str, list[Round]], records: int, rounds: int) -> list[s
             cells.append(f"{med([c.follower_s / n * 1e6 for c, _ in got]):.1f}" if key.startswith("rf3") else "-")
             cells.append(f"{med([c.busy_cores for c, _ in got]):.2f}")
         out.append(f"| {key} | " + " | ".join(cells) + " |")
+    for topic in E2E_TOPICS:
+        cells = []
+        for s in systems:
+            e2e = [r.e2e_cpu[topic] for r in results[s] if topic in r.e2e_cpu]
+            if not e2e:
+                cells += ["-", "-", "-"]
+                continue
+            cells.append(f"{med([c.leader_s / n * 1e6 for c, n in e2e]):.1f}")
+            cells.append(f"{med([c.follower_s / n * 1e6 for c, n in e2e]):.1f}" if topic.startswith("rf3") else "-")
+            cells.append(f"{med([c.busy_cores for c, _ in e2e]):.2f}")
+        out.append(f"| e2e {topic} acks=all, one at a time | " + " | ".join(cells) + " |")
 
     out += ["", "### Replication lag and failover", "",
             "| measure | " + " | ".join(names) + " |", "|---|" + "---:|" * len(systems)]
@@ -523,7 +543,9 @@ mostly the time a record queues in the producer's 32 MiB buffer, so the latency 
 what acks=all costs is the one at a fixed 2,000 records/s. End-to-end latency is Kafka's own
 EndToEndLatency (`kafka-e2e-latency.sh`) for both systems: one 100-byte record at a time, acks=all,
 the producer waits for the acknowledgement and its consumer (fetch.max.wait.ms 0) polls until it has
-the record; its percentiles are whole milliseconds, truncated (p50 1 means under 2 ms). Broker CPU is utime+stime of each broker
+the record; its percentiles are whole milliseconds, truncated (p50 1 means under 2 ms). The CPU
+table's e2e rows are the brokers' CPU over those runs per record (the leader also answers the
+consumer's empty fetches meanwhile). Broker CPU is utime+stime of each broker
 process from /proc over the run (JVM threads included for Kafka), divided by the records; "busy
 cores" is the whole machine's (/proc/stat), other people's work included. Replication lag: a probe
 on its own connection produces one record with acks=1 every 100 ms to the leader, reads the

@@ -60,6 +60,23 @@ class BackgroundTasks:
             except Exception:
                 log.exception("periodic task failed", task=what)
 
+    async def rescheduled(self, fn: Callable[[], int], what: str, fallback_ms: Callable[[], int]) -> None:
+        """Run blocking storage work ``fn`` in an executor again and again, each time after the
+        milliseconds its previous run returned (Kafka's task that schedules its own next run, as
+        kafka-delete-logs). A failure is logged as in :meth:`every` and the next run comes
+        ``fallback_ms()`` later."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                delay_ms = await loop.run_in_executor(None, fn)
+            except OSError as e:
+                log.error("periodic task failed", task=what, error=str(e))
+                delay_ms = fallback_ms()
+            except Exception:
+                log.exception("periodic task failed", task=what)
+                delay_ms = fallback_ms()
+            await asyncio.sleep(max(delay_ms, 1) / 1000)
+
     async def cancel_all(self) -> None:
         """Cancel every task and wait until each has ended."""
         tasks = list(self._tasks)

@@ -80,7 +80,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks flush.ms."),
     D("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed."),
     D("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed."),
-    D("log.segment.delete.delay.ms", "long", 60000, "Delay before a .deleted segment is removed (file.delete.delay.ms)."),
+    D("log.segment.delete.delay.ms", "long", 60000,
+      "Delay before a .deleted segment, or a deleted log's <topic>-<partition>.<uuid>-delete directory, is removed "
+      "(file.delete.delay.ms)."),
     D("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", _one_of("CreateTime", "LogAppendTime"), "[CreateTime, LogAppendTime]"),
     D("log.cleanup.policy", "list", ["delete"], "delete and/or compact (cleanup.policy)."),
     D("log.preallocate", "bool", False, "Preallocate segment files."),

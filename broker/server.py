@@ -333,6 +333,9 @@ class BrokerServer:
         self._spawn(self.tasks.every(cfg["log.flush.offset.checkpoint.interval.ms"], lm.checkpoint_recovery_points, "recovery-point checkpoint"))
         self._spawn(self.tasks.every(cfg["log.flush.start.offset.checkpoint.interval.ms"], lm.checkpoint_log_start_offsets, "log-start-offset checkpoint"))
         self._spawn(self.tasks.every(5000, lm.checkpoint_high_watermarks, "high-watermark checkpoint"))
+        # deleted logs' renamed directories, file.delete.delay.ms after their deletion
+        self._spawn(self.tasks.rescheduled(lm.delete_logs, "delete-logs",
+                                           lambda: lm.default_config.file_delete_delay_ms))
         self.started.set()
         for callback in self.started_callbacks:
             callback()

@@ -4,7 +4,7 @@ On-disk layout of each log dir (Kafka's): `.lock` (held with flock while the bro
 `meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 `replication-offset-checkpoint`, `cleaner-offset-checkpoint`, `.kafka_cleanshutdown` (present
 only between a clean shutdown and the next start), and one directory `<topic>-<partition>` per
-log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal. A KRaft
+log. A directory `<topic>-<partition>.<id>-delete` is a deleted log awaiting removal (see below). A KRaft
 Kafka's metadata log `__cluster_metadata-0` is skipped and left untouched (Kafka's LogManager skips
 it too), so a Kafka log dir can be adopted in place.
 
@@ -25,10 +25,19 @@ Why the marker and the recovery points: after a clean shutdown every log was flu
 so loading skips recovery; after a crash each log re-validates everything past its recovery point
 (the offset up to which it was known to be flushed) and truncates a torn tail.
 
+Deleting a log is Kafka's asyncDelete: the log leaves `logs`, its files are closed (not flushed)
+and its directory is renamed `<topic>-<partition>.<uuid>-delete` -- that is all a StopReplica
+(delete=true) or a topic deletion waits for -- and the renamed directory is removed
+`file.delete.delay.ms` (the broker's `log.segment.delete.delay.ms`, 60 s) later by `delete_logs`,
+which the broker runs in the background (Kafka's kafka-delete-logs task). Why: removing 1,000
+logs' files took about 0.7 s per StopReplica, and the controller's next requests to that broker
+(a new topic's LeaderAndIsr and UpdateMetadata) wait behind it. A `-delete` directory found at
+start-up (a broker stopped before removing it) is scheduled the same way, never loaded as a log.
+
 Who calls what: `open()` and `shutdown()` are blocking and run in an executor at broker start and
 stop; `get_or_create_log`, `async_delete` and the periodic `cleanup_logs` / `flush_dirty_logs` /
-`checkpoint_*` run from the event loop (the periodic ones hand their file work to an executor
-through the broker's scheduler).
+`checkpoint_*` / `delete_logs` run from the event loop (the periodic ones hand their file work to
+an executor through the broker's scheduler).
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -185,6 +194,10 @@ class LogManager:
         # fifty fsyncs for __consumer_offsets would stall every connection.
         self._unsynced_metadata: list[PartitionMetadataFile] = []
         self._metadata_lock = threading.Lock()
+        # renamed `-delete` directories and when each was scheduled (wall ms), oldest first
+        # (Kafka's logsToBeDeleted): removed by delete_logs file.delete.delay.ms after
+        self._logs_to_be_deleted: deque[tuple[Path, int]] = deque()
+        self._to_be_deleted_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -271,8 +284,8 @@ class LogManager:
         entries = sorted(p for p in d.iterdir() if p.is_dir())
         todo = []
         for p in entries:
-            if _DELETE_DIR.match(p.name):
-                shutil.rmtree(p, ignore_errors=True)
+            if _DELETE_DIR.match(p.name):  # a deleted log: removed later, never loaded (Kafka's loadLog)
+                self._schedule_deletion(p)
                 continue
             tp = parse_partition_dir(p.name)
             if tp is None:
@@ -449,8 +462,9 @@ class LogManager:
         return max((pid for _, lg in self for pid in lg.producer_state.active_producers), default=-1)
 
     def async_delete(self, topic: str, partition: int) -> Path | None:
-        """Detach a log now and remove its files: renamed to `<tp>.<id>-delete` at once (so a
-        restart finishes the job), removed right after."""
+        """Detach a log now, rename its directory `<tp>.<id>-delete` and schedule its removal
+        file.delete.delay.ms later (:meth:`delete_logs`), as Kafka's asyncDelete: the caller (a
+        StopReplica) waits for the rename only. Returns the renamed directory (None: no such log)."""
         tp = (topic, partition)
         if self.cleaner is not None and tp in self.logs:
             self.cleaner.abort_and_pause(tp)
@@ -470,8 +484,45 @@ class LogManager:
         except OSError as e:  # Kafka: an IOException deleting a log takes its dir offline
             self.maybe_add_offline_log_dir(d, f"Error while deleting log for {topic}-{partition} in dir {d}", e)
             raise KafkaStorageError(f"Error while deleting log for {topic}-{partition} in dir {d}: {e}") from e
-        shutil.rmtree(dst, ignore_errors=True)
+        self._schedule_deletion(dst)
+        log.info("Log for partition %s-%d is renamed to %s and is scheduled for deletion", topic, partition, dst)
         return dst
+
+    def _schedule_deletion(self, renamed: Path, now_ms: int | None = None) -> None:
+        scheduled = _wall_ms() if now_ms is None else now_ms
+        with self._to_be_deleted_lock:
+            self._logs_to_be_deleted.append((renamed, scheduled))
+
+    @property
+    def logs_to_be_deleted(self) -> list[Path]:
+        """The renamed directories waiting for their removal, oldest first."""
+        with self._to_be_deleted_lock:
+            return [p for p, _ in self._logs_to_be_deleted]
+
+    def delete_logs(self, now_ms: int | None = None) -> int:
+        """Remove every renamed `-delete` directory scheduled at least file.delete.delay.ms
+        (the broker default's) ago, oldest first (Kafka's deleteLogs). Blocking: an executor runs
+        it. Returns the milliseconds until the next one is due, or the delay when none waits --
+        when the caller should run it again. A directory that cannot be removed is logged and
+        left (the next start schedules it again)."""
+        delay = self.default_config.file_delete_delay_ms
+        while True:
+            now = _wall_ms() if now_ms is None else now_ms
+            with self._to_be_deleted_lock:
+                if not self._logs_to_be_deleted:
+                    return delay
+                path, scheduled = self._logs_to_be_deleted[0]
+                if scheduled + delay > now:
+                    return scheduled + delay - now
+                self._logs_to_be_deleted.popleft()
+            try:
+                shutil.rmtree(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                log.error("Exception while deleting %s in dir %s: %s", path.name, path.parent, e)
+                continue
+            log.info("Deleted log %s in %s.", path.name, path.parent)
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, Log]]:
         return iter(list(self.logs.items()))
@@ -641,6 +692,10 @@ class LogManager:
             return False
         log.info("Shutdown complete: %d logs flushed and closed", len(self.logs))
         return True
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _write_marker(d: Path) -> None:

@@ -806,7 +806,7 @@ def test_topics_created_by_three_admin_clients_spread_and_match_kafkas_znodes(cl
         assert hosted == {f"kp-rf1-{p}" for p, r in after.items() if r == [i]}
 
     # --delete: the controller deletes the replicas (their directories, on all three brokers as
-    # checked above, renamed <tp>.<id>-delete first) and then the znodes
+    # checked above, renamed <tp>.<id>-delete, removed file.delete.delay.ms later) and then the znodes
     assert kafka_topics(brokers[0], "--delete", "--topic", "ck-rf3").strip() == ""
     wait_for_metadata(brokers, lambda vs: all("ck-rf3" not in v["topics"] and len(v["topics"]) == 5 for v in vs),
                       "ck-rf3 gone from every broker's Metadata")
@@ -816,7 +816,7 @@ def test_topics_created_by_three_admin_clients_spread_and_match_kafkas_znodes(cl
         assert time.monotonic() < deadline, "ck-rf3's znodes not deleted"
         time.sleep(0.1)
     for b in brokers:
-        left = [d.name for d in b.log_dir.iterdir() if d.name.startswith("ck-rf3-")]
+        left = [d.name for d in b.log_dir.iterdir() if d.name.startswith("ck-rf3-") and not d.name.endswith("-delete")]
         assert left == [], (b.log_dir, left)
     ck_rf1 = view["topics"]["ck-rf1"][2]  # the other topics stay
     assert all((brokers[s[1] - 1].log_dir / f"ck-rf1-{p}").is_dir() for p, s in ck_rf1.items())

@@ -47,6 +47,8 @@ WAIT = 20.0
 # broker would try 3 times, 5 s apart)
 SEATED = "controlled.shutdown.enable=false"
 TOPIC_ID = uuid.UUID("5f1ad5b6-0c3e-4b1f-9a7e-2d7f3c1b9e01")
+# the `cluster` broker's file.delete.delay.ms: a deleted log's renamed directory goes this much later
+DELETE_DELAY_MS = 1500
 
 
 @pytest.fixture
@@ -274,7 +276,8 @@ async def test_a_new_session_after_expiry_registers_again_with_a_new_broker_epoc
 async def cluster(seat, zookeeper, start_broker) -> AsyncIterator[Any]:
     """Broker 1 (rack-a) of a ZooKeeper-mode cluster, the test as controller 7 (epoch 1), a client."""
     assert seat == 1
-    b = await started(start_broker, 1, zookeeper.connect_string(CHROOT), "broker.rack=rack-a", SEATED)
+    b = await started(start_broker, 1, zookeeper.connect_string(CHROOT), "broker.rack=rack-a", SEATED,
+                      f"log.segment.delete.delay.ms={DELETE_DELAY_MS}")
     controller = Controller()
     controller.add_broker(1, b.port)
     client = Client(b.port)
@@ -451,11 +454,25 @@ async def test_stop_replica_stops_and_deletes_partitions(cluster):
     assert (r.error_code, r.base_offset) == (0, 1)
     assert (log_dir / "t-0").is_dir()
 
-    # the topic is deleted (leader epoch -2): the partition stops and its log is gone when answered
+    # the topic is deleted (leader epoch -2): the partition stops and, when answered, its log is
+    # renamed <tp>.<uuid>-delete (Kafka's asyncDelete); the directory is removed
+    # file.delete.delay.ms later, not before the answer (issue #21: a StopReplica of 1,000
+    # partitions removing their files held the controller's next requests to this broker)
     assert errors(await controller.stop_replica(1, controller_epoch=1, broker_epoch=c.epoch,
                                                 parts=[("t", 0, -2, True), ("t", 1, -2, True)])) \
         == (0, {("t", 0): 0, ("t", 1): 0})
-    assert sorted(p.name for p in log_dir.iterdir() if p.name.startswith("t-")) == []
+    answered = time.monotonic()
+
+    def t_dirs() -> list[str]:
+        return sorted(p.name for p in log_dir.iterdir() if p.name.startswith("t-"))
+    renamed = t_dirs()
+    assert [n.split(".")[0] for n in renamed] == ["t-0", "t-1"] and all(n.endswith("-delete") for n in renamed)
+
+    async def removed() -> bool:
+        return t_dirs() == []
+    await eventually(removed, "the renamed directories removed", timeout=DELETE_DELAY_MS / 1000 * 2 + WAIT)
+    assert time.monotonic() - answered >= DELETE_DELAY_MS / 1000 * 0.8
+    await asyncio.to_thread(c.broker.wait_for_line, "Deleted log t-0.", 5)
     _, r = await client.produce("t", 0, b"x")  # the metadata still names it (UpdateMetadata deletes it)
     assert r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     await controller.update_metadata(1, controller_epoch=1, broker_epoch=c.epoch, live=c.live, topic_ids=ids, parts=[

@@ -108,7 +108,10 @@ def test_topic_lifecycle_and_configs(broker: BrokerProcess, admin: KafkaAdminCli
 
     admin.delete_topics(["life"])
     assert "life" not in admin.list_topics()
-    assert not any(p.name.startswith("life-") for p in broker.log_dir.iterdir())
+    # the partition directories are renamed <tp>.<uuid>-delete at once and removed
+    # log.segment.delete.delay.ms later (Kafka's asyncDelete)
+    assert not any(p.name.startswith("life-") and not p.name.endswith("-delete") for p in broker.log_dir.iterdir())
+    assert any(p.name.startswith("life-") and p.name.endswith("-delete") for p in broker.log_dir.iterdir())
 
 
 def test_delete_records_moves_log_start_offset(broker: BrokerProcess, admin: KafkaAdminClient) -> None:

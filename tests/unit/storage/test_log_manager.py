@@ -4,6 +4,7 @@ text format, recovery after an unclean stop, deletion of logs."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from pathlib import Path
 
@@ -77,14 +78,64 @@ def test_unclean_stop_recovers_and_truncates_torn_tail(tmp_path: Path, caplog: p
     lm2.shutdown()
 
 
-def test_delete_removes_the_partition_directory(tmp_path: Path) -> None:
+def delete_dirs(d: Path, prefix: str) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.name.startswith(prefix) and p.name.endswith("-delete"))
+
+
+def test_delete_renames_at_once_and_removes_after_file_delete_delay(tmp_path: Path) -> None:
+    """Kafka's asyncDelete + deleteLogs: the log is detached and its directory renamed
+    `<tp>.<uuid>-delete` at once (all a StopReplica(delete=true) waits for); delete_logs removes
+    it only once file.delete.delay.ms has passed since (issue #21: removing 1,000 logs' files
+    before answering held the controller's next requests to the broker for 0.7 s)."""
+    d = tmp_path / "logs"
+    lm = LogManager.open(KafkaConfig({"log.dirs": str(d), "broker.id": "0", "log.segment.delete.delay.ms": "1000"}))
+    try:
+        fill(lm, "gone", 0, 2)
+        fill(lm, "gone", 1, 2)
+        fill(lm, "kept", 0, 2)
+        lm.async_delete("gone", 0)
+        t0 = int(time.time() * 1000)
+        lm.async_delete("gone", 1)
+        assert lm.get_log("gone", 0) is None and lm.get_log("gone", 1) is None
+        assert not (d / "gone-0").exists() and not (d / "gone-1").exists()
+        renamed = delete_dirs(d, "gone-")
+        assert [n.split(".")[0] for n in renamed] == ["gone-0", "gone-1"]
+        assert [p.name for p in lm.logs_to_be_deleted] == [n for n in renamed if n.startswith("gone-0")] + [
+            n for n in renamed if n.startswith("gone-1")]
+        # not due yet: kept, and the next run is due when the oldest one is
+        wait = lm.delete_logs(now_ms=t0 + 500)
+        assert delete_dirs(d, "gone-") == renamed and 0 < wait <= 500
+        # due: both removed (in the order they were scheduled), the other log untouched
+        assert lm.delete_logs(now_ms=t0 + 60_000) == 1000  # none left: run again after the delay
+        assert delete_dirs(d, "gone-") == [] and lm.logs_to_be_deleted == []
+        assert lm.get_log("kept", 0) is not None and (d / "kept-0").is_dir()
+    finally:
+        lm.shutdown()
+
+
+def test_delete_dirs_left_at_startup_are_scheduled_and_never_loaded(tmp_path: Path) -> None:
+    """A broker stopped before removing a deleted log's `-delete` directory: the next start does
+    not load it (no log, no topic on disk for it) and removes it file.delete.delay.ms later, as
+    Kafka's loadLogs schedules such directories."""
     d = tmp_path / "logs"
     lm = LogManager.open(config(d))
     fill(lm, "gone", 0, 2)
-    lm.async_delete("gone", 0)
-    assert lm.get_log("gone", 0) is None
-    assert not any(p.name.startswith("gone-0") for p in d.iterdir())
-    lm.shutdown()
+    fill(lm, "kept", 0, 2)
+    renamed = lm.async_delete("gone", 0)
+    assert renamed is not None and renamed.is_dir()
+    lm.shutdown()  # before delete_logs ran: the renamed directory is left
+
+    start = int(time.time() * 1000)
+    again = LogManager.open(KafkaConfig({"log.dirs": str(d), "broker.id": "0", "log.segment.delete.delay.ms": "1000"}))
+    try:
+        assert again.get_log("gone", 0) is None and "gone" not in again.topics_on_disk()
+        assert [t for t, _ in again] == [("kept", 0)]
+        assert again.logs_to_be_deleted == [renamed] and renamed.is_dir()
+        assert again.delete_logs(now_ms=start) > 0 and renamed.is_dir()
+        again.delete_logs(now_ms=start + 60_000)
+        assert not renamed.exists() and (d / "kept-0").is_dir()
+    finally:
+        again.shutdown()
 
 
 def test_deleting_logs_flushes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +154,7 @@ def test_deleting_logs_flushes_nothing(tmp_path: Path, monkeypatch: pytest.Monke
         for p in range(3):
             lm.async_delete("gone", p)
         assert synced == []
-        assert not any(p.name.startswith("gone-") for p in d.iterdir())
+        assert not any(p.name.startswith("gone-") and not p.name.endswith("-delete") for p in d.iterdir())
     finally:
         lm.shutdown()
 
@@ -134,7 +185,8 @@ def test_new_logs_fsync_partition_metadata_later_not_on_creation(
         synced.clear()
         assert lm.flush_partition_metadata() == 0  # written once only
         assert synced == []
-        assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-")) == ["t-0", "t-1"]
+        assert sorted(p.name for p in d.iterdir() if p.name.startswith("t-") and not p.name.endswith("-delete")) == [
+            "t-0", "t-1"]
     finally:
         lm.shutdown()
 
@@ -209,6 +261,7 @@ def test_a_249_character_topic_is_deleted(tmp_path: Path) -> None:
     fill(lm, topic, 0, 2)
     lm.async_delete(topic, 0)
     assert lm.get_log(topic, 0) is None
+    lm.delete_logs(now_ms=int(time.time() * 1000) + lm.default_config.file_delete_delay_ms)
     assert not any(p.name.startswith(topic[:200]) for p in d.iterdir())
     lm.shutdown()
 

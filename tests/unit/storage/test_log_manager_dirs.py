@@ -35,7 +35,8 @@ def fill(lm: LogManager, topic: str, partition: int, n: int) -> Log:
 
 
 def partitions_in(d: Path) -> set[str]:
-    return {p.name for p in d.iterdir() if p.is_dir()}
+    """The partition directories in `d` (a deleted log's `-delete` directory is not one)."""
+    return {p.name for p in d.iterdir() if p.is_dir() and not p.name.endswith("-delete")}
 
 
 def test_new_logs_go_to_the_dir_with_the_fewest_logs(tmp_path: Path) -> None:

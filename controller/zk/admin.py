@@ -2,10 +2,11 @@
 any broker (or tool) asks a ZooKeeper-mode cluster for an admin change. None of them talks to the
 controller: it watches these znodes and does the rest.
 
-* create a topic: its config overrides (/config/topics/<t>, not transactional with the rest, as
-  Kafka's), then its assignment and topic id (/brokers/topics/<t>, created -- an existing topic
-  makes it TOPIC_ALREADY_EXISTS);
-* delete a topic: /admin/delete_topics/<t> (already marked: fine, the caller waits as for its own);
+* create a topic: its config overrides (/config/topics/<t>), then its assignment and topic id
+  (/brokers/topics/<t>, created -- an existing topic makes it TOPIC_ALREADY_EXISTS); both in one
+  multi when neither exists (two round trips), else one by one as Kafka does (not transactional);
+* delete topics: /admin/delete_topics/<t> (already marked: fine, the caller waits as for its own),
+  all of a request's topics with one read and one multi (Kafka marks them one by one);
 * add partitions: the whole assignment written back to /brokers/topics/<t> with the new ones;
 * change configs: the entity's znode, then a /config/changes/config_change_<seq> notification.
 
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from controller.zk.client import NodeExistsError
-from controller.zk.data import ConfigType, ReplicaAssignment
+from controller.zk.data import ConfigType, ReplicaAssignment, ZkControllerRegistration
 from controller.zk.kafka_zk_client import ControllerMovedError, KafkaZkClient
 from protocol.errors import ErrorCode, KafkaProtocolError
 
@@ -45,9 +46,15 @@ class AdminZkClient:
         self.zk_client = zk_client
 
     async def create_topic_with_assignment(self, topic: str, config: Mapping[str, str],
-                                           assignment: Mapping[int, Sequence[int]], topic_id: uuid.UUID) -> None:
+                                           assignment: Mapping[int, Sequence[int]], topic_id: uuid.UUID,
+                                           controller: ZkControllerRegistration | None = None) -> None:
+        """`controller`: /controller as read just before (with the caller's validation reads); given,
+        config and assignment are first tried in one multi checked against it."""
         log.info("Creating topic %s with configuration %s and initial partition assignment %s", topic,
                  _scala_props(config), _scala_assignment(assignment))
+        if controller is not None and await self.zk_client.create_topic_with_configs(
+                topic, topic_id, assignment, config, controller):
+            return
         try:
             await self.zk_client.set_or_create_entity_configs(ConfigType.TOPIC, topic, config)
         except ControllerMovedError as e:
@@ -57,14 +64,18 @@ class AdminZkClient:
         except NodeExistsError:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
 
-    async def delete_topic(self, topic: str) -> None:
-        if not await self.zk_client.topic_exists(topic):
-            raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{topic}` to delete does not exist")
-        try:
-            await self.zk_client.create_delete_topic_path(topic)
-        except NodeExistsError:
-            # TopicAlreadyMarkedForDeletionException: ZkAdminManager swallows it and waits too
+    async def delete_topics(self, topics: Sequence[str]) -> dict[str, KafkaProtocolError]:
+        """Mark topics for deletion, as Kafka's deleteTopic for each, with one read of /brokers/topics and their marks
+        written together (KafkaZkClient.create_delete_topic_paths). Returns the error of each
+        topic that cannot be deleted (UNKNOWN_TOPIC_OR_PARTITION); a topic marked already is
+        fine, as in delete_topic."""
+        existing = await self.zk_client.get_all_topics_in_cluster()
+        errors = {t: KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{t}` to delete does not exist")
+                  for t in topics if t not in existing}
+        marked_already = await self.zk_client.create_delete_topic_paths([t for t in topics if t not in errors])
+        for topic in sorted(marked_already):
             log.debug("topic %s is already marked for deletion", topic)
+        return errors
 
     async def create_partitions_with_assignment(self, topic: str, existing: Mapping[int, Sequence[int]],
                                                 new: Mapping[int, Sequence[int]]) -> None:

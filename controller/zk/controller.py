@@ -114,6 +114,7 @@ from controller.zk.event_manager import (
     Startup,
     TopicChange,
     TopicDeletion,
+    TopicDeletionResume,
     TopicDeletionStopReplicaResponseReceived,
     UpdateMetadataResponseReceived,
     ZkPartitionReassignment,
@@ -374,6 +375,9 @@ class KafkaController:
                     await self._process_partition_modifications(topic)
                 case TopicDeletion():
                     await self._process_topic_deletion()
+                case TopicDeletionResume():
+                    if self.is_active:
+                        await self.topic_deletion_manager.resume_queued_deletions()
                 case TopicDeletionStopReplicaResponseReceived():
                     await self._process_topic_deletion_stop_replica_response(event)
                 case LogDirEventNotification():
@@ -689,6 +693,9 @@ class KafkaController:
 
     async def delete_topic_deletions(self, topics: list[str], epoch_zk_version: int) -> None:
         await self.zk_client.delete_topic_deletions(topics, epoch_zk_version)
+
+    def resume_deletions_later(self) -> None:
+        self.event_manager.put_when_idle(TopicDeletionResume())
 
     def mute_partition_modifications(self, topics: Iterable[str]) -> None:
         self._unregister_partition_modifications_handlers(topics)

@@ -19,6 +19,7 @@ Who may call: the event loop; `put` from watch callbacks, response callbacks and
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import enum
@@ -182,6 +183,15 @@ class PartitionModifications(ControllerEvent):
 @dataclass(eq=False)
 class TopicDeletion(ControllerEvent):
     """The children of /admin/delete_topics changed: deletions were asked for."""
+
+    state: ClassVar[ControllerState] = ControllerState.TopicDeletion
+
+
+@dataclass(eq=False)
+class TopicDeletionResume(ControllerEvent):
+    """Start the next batch of the topics queued for deletion (TopicDeletionManager starts at
+    most `deletion_batch_size` topics per event and queues this for the rest, behind whatever
+    events came in meanwhile -- a new topic's TopicChange)."""
 
     state: ClassVar[ControllerState] = ControllerState.TopicDeletion
 
@@ -362,6 +372,9 @@ class ControllerEventManager:
         self.controller_id = controller_id
         self.processor = processor
         self._queue: asyncio.Queue[QueuedEvent] = asyncio.Queue()
+        # events put with put_when_idle, queued once the queue is empty after an event
+        self._when_idle: collections.deque[QueuedEvent] = collections.deque()
+        self._processing = False
         self._state = ControllerState.Idle
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -398,8 +411,22 @@ class ControllerEventManager:
         self._queue.put_nowait(queued)
         return queued
 
+    def put_when_idle(self, event: ControllerEvent) -> QueuedEvent:
+        """Queue `event` once no other event is waiting: put during an event, it runs after that
+        event and after every event queued until then or meanwhile (background work of the
+        controller's own, such as starting the next batch of topic deletions, never goes ahead
+        of a new topic's TopicChange). Put while no event runs, it is queued at once."""
+        if not self._processing:
+            return self.put(event)
+        queued = QueuedEvent(event, int(time.time() * 1000))
+        self._idle.clear()
+        self._when_idle.append(queued)
+        return queued
+
     def clear_and_put(self, event: ControllerEvent) -> QueuedEvent:
         """Preempt every queued event, then queue `event` alone."""
+        while self._when_idle:
+            self._when_idle.popleft().preempt(self.processor)
         while True:
             try:
                 dropped = self._queue.get_nowait()
@@ -424,6 +451,7 @@ class ControllerEventManager:
                 self._idle.set()
                 return
             self._state = event.state
+            self._processing = True
             try:
                 await queued.process(self.processor)
             except asyncio.CancelledError:
@@ -431,6 +459,9 @@ class ControllerEventManager:
             except Exception:
                 log.exception("%sUncaught error processing event %s", self.log_ident, event)
             finally:
+                self._processing = False
                 self._state = ControllerState.Idle
+                if self._queue.empty() and self._when_idle:
+                    self._queue.put_nowait(self._when_idle.popleft())
                 if self._queue.empty():
                     self._idle.set()

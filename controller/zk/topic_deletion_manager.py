@@ -11,6 +11,18 @@ Deleting a topic is asked for by creating /admin/delete_topics/<t>; the controll
    NonExistentReplica, and /brokers/topics/<t> (with its partition states), /config/topics/<t>
    and /admin/delete_topics/<t> are removed (fenced by the controller epoch).
 
+Topics are started in batches of at most `deletion_batch_size` (DELETION_BATCH_SIZE) per
+controller event: every topic queued leaves the brokers' metadata in the first event (one
+UpdateMetadata, as Kafka's), but the replica state changes and StopReplica requests go out a batch
+at a time, the next batch from a TopicDeletionResume event that the event manager runs only when no
+other event waits (put_when_idle); a StopReplica answer completes topics but starts none. Why:
+Kafka's DeleteTopics handler writes the /admin/delete_topics/<t> znodes one at a time, so its
+controller picks the topics up over several events and a topic created meanwhile is handled in
+between; ours are written in one multi (AdminZkClient.delete_topics), and starting 1,000 topics in
+one event (their OfflineReplica ZooKeeper writes and StopReplica requests) held a new topic's
+TopicChange for over a second, then its LeaderAndIsr behind the StopReplica of all 1,000 (issue
+#21). A batch still gets one StopReplica(delete=false) and one StopReplica(delete=true) per broker.
+
 A replica on a dead broker makes the topic ineligible for deletion until the broker comes back
 (Kafka's behaviour: the broker still has the log and must be told to delete it).
 With `delete.topic.enable=false` the requests are removed and nothing is deleted.
@@ -33,6 +45,9 @@ __all__ = ["DeletionClient", "TopicDeletionManager"]
 
 log = logging.getLogger(__name__)
 
+# topics whose deletion one controller event starts (the rest: TopicDeletionResume)
+DELETION_BATCH_SIZE = 100
+
 
 class DeletionClient(Protocol):
     """Kafka's DeletionClient: what the manager asks of the controller."""
@@ -44,6 +59,9 @@ class DeletionClient(Protocol):
     def mute_partition_modifications(self, topics: Iterable[str]) -> None: ...
 
     def send_metadata_update(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def resume_deletions_later(self) -> None:
+        """Queue a TopicDeletionResume event once the controller has no other event waiting."""
 
 
 def _mk(items: Iterable[object]) -> str:
@@ -61,8 +79,10 @@ class TopicDeletionManager:
 
     def __init__(self, context: ControllerContext, replica_state_machine: ZkReplicaStateMachine,
                  partition_state_machine: ZkPartitionStateMachine, client: DeletionClient,
-                 *, delete_topic_enable: bool = True) -> None:
+                 *, delete_topic_enable: bool = True, deletion_batch_size: int = DELETION_BATCH_SIZE) -> None:
         self.ctx = context
+        self.deletion_batch_size = deletion_batch_size
+        self._resume_queued = False  # a TopicDeletionResume is queued
         self.rsm = replica_state_machine
         self.psm = partition_state_machine
         self.client = client
@@ -75,6 +95,7 @@ class TopicDeletionManager:
     async def init(self, initial_topics_to_be_deleted: set[str], initial_topics_ineligible: set[str]) -> None:
         self._info(f"Initializing manager with initial deletions: {_mk(initial_topics_to_be_deleted)}, "
                    f"initial ineligible deletions: {_mk(initial_topics_ineligible)}")
+        self._resume_queued = False  # one queued by a previous term was dropped with its queue
         if self.is_delete_topic_enabled:
             self.ctx.queue_topic_deletion(initial_topics_to_be_deleted)
             self.ctx.topics_ineligible_for_deletion |= initial_topics_ineligible & initial_topics_to_be_deleted
@@ -85,6 +106,11 @@ class TopicDeletionManager:
     async def try_topic_deletion(self) -> None:
         if self.is_delete_topic_enabled:
             await self.resume_deletions()
+
+    async def resume_queued_deletions(self) -> None:
+        """The TopicDeletionResume event: start the next batch."""
+        self._resume_queued = False
+        await self.try_topic_deletion()
 
     async def enqueue_topics_for_deletion(self, topics: set[str]) -> None:
         if self.is_delete_topic_enabled:
@@ -108,7 +134,7 @@ class TopicDeletionManager:
                       _mk(failed), _mk(topics))
             await self.rsm.handle_state_changes(failed, ReplicaState.ReplicaDeletionIneligible)
             self.mark_topic_ineligible_for_deletion(topics, reason="failed to delete replicas")
-            await self.resume_deletions()
+            await self.resume_deletions(start=False)
 
     def mark_topic_ineligible_for_deletion(self, topics: set[str], reason: str) -> None:
         if self.is_delete_topic_enabled:
@@ -130,7 +156,7 @@ class TopicDeletionManager:
         deleted = {r for r in replicas if self.is_topic_queued_up_for_deletion(r.topic)}
         log.debug("%sDeletion successfully completed for replicas %s", self.log_ident, _mk(deleted))
         await self.rsm.handle_state_changes(deleted, ReplicaState.ReplicaDeletionSuccessful)
-        await self.resume_deletions()
+        await self.resume_deletions(start=False)
 
     def _is_topic_eligible_for_deletion(self, topic: str) -> bool:
         return (self.is_topic_queued_up_for_deletion(topic) and not self.is_topic_deletion_in_progress(topic)
@@ -164,20 +190,23 @@ class TopicDeletionManager:
         for topic in sorted(topics):
             self._info(f"Deletion of topic {topic} successfully completed")
 
-    async def _on_topic_deletion(self, topics: set[str]) -> None:
+    async def _on_topic_deletion(self, topics: set[str], batch: set[str]) -> None:
         """Kafka's onTopicDeletion: one UpdateMetadata and one round of replica state changes (so one
-        StopReplica per broker and state) for all `topics` together."""
-        self._info(f"Topic deletion callback for {_mk(topics)}")
+        StopReplica per broker and state) for all `topics` together -- except that the replica
+        state changes are made for `batch` only (the first DELETION_BATCH_SIZE of them; the rest
+        follow in later events). The partitions of every topic not seen before still leave
+        every broker's metadata now, at once as in Kafka; a topic restarted gets its
+        UpdateMetadata again with its batch."""
+        self._info(f"Topic deletion callback for {_mk(batch)}")
         ctx = self.ctx
-        partitions = [tp for t in sorted(topics) for tp in ctx.partitions_for_topic(t)]
         unseen = topics - ctx.topics_with_deletion_started
         if unseen:
             unseen_partitions = [tp for t in sorted(unseen) for tp in ctx.partitions_for_topic(t)]
             await self.psm.handle_state_changes(unseen_partitions, PartitionState.OfflinePartition)
             await self.psm.handle_state_changes(unseen_partitions, PartitionState.NonExistentPartition)
             ctx.topics_with_deletion_started |= unseen
-        self.client.send_metadata_update(partitions)
-        await self._on_partition_deletion(topics)
+        self.client.send_metadata_update([tp for t in sorted(unseen | batch) for tp in ctx.partitions_for_topic(t)])
+        await self._on_partition_deletion(batch)
 
     async def _on_partition_deletion(self, topics: set[str]) -> None:
         """Kafka's onPartitionDeletion: dead replicas -> ReplicaDeletionIneligible (their topics
@@ -203,11 +232,14 @@ class TopicDeletionManager:
         if ineligible:
             self.mark_topic_ineligible_for_deletion(ineligible, reason="offline replicas")
 
-    async def resume_deletions(self) -> None:
+    async def resume_deletions(self, *, start: bool = True) -> None:
         """Kafka's resumeDeletions: complete the topics whose replicas are all deleted, retry the
         ones whose deletion failed, (re)start the eligible ones -- each as one batch. A topic whose
         StopReplica is still unanswered just waits (counted in one DEBUG line, not one INFO line
-        per topic per answer)."""
+        per topic per answer). `start=False` (a StopReplica answer): the eligible topics are left
+        to a TopicDeletionResume event, run once no other event waits, so the answers of a long
+        deletion only complete topics and a new topic's TopicChange is never queued behind
+        the start of the next batch."""
         ctx = self.ctx
         queued = set(ctx.topics_to_be_deleted)
         completed: set[str] = set()
@@ -228,8 +260,13 @@ class TopicDeletionManager:
             log.debug("%sDeletion of %d topics in progress (StopReplica unanswered)", self.log_ident, in_progress)
         if eligible_for_retry:
             await self._retry_deletion_for_ineligible_replicas(eligible_for_retry)
-        eligible_for_deletion = {t for t in sorted(queued - completed) if self._is_topic_eligible_for_deletion(t)}
-        for topic in sorted(eligible_for_deletion):
+        eligible = [t for t in sorted(queued - completed) if self._is_topic_eligible_for_deletion(t)]
+        batch = eligible[:self.deletion_batch_size] if start else []
+        for topic in batch:
             self._info(f"Deletion of topic {topic} (re)started")
-        if eligible_for_deletion:
-            await self._on_topic_deletion(eligible_for_deletion)
+        if batch:
+            await self._on_topic_deletion(set(eligible), set(batch))
+        if len(eligible) > len(batch) and not self._resume_queued:
+            log.debug("%s%d topics wait for the next batch", self.log_ident, len(eligible) - len(batch))
+            self._resume_queued = True
+            self.client.resume_deletions_later()

@@ -14,7 +14,16 @@ changes it started that the metadata does not show yet); :meth:`committed` then 
 ZooKeeper writes *and*, as Kafka's DelayedCreatePartitions / DelayedDeleteTopics purgatories do,
 until this broker's metadata shows the result (a new topic with a leader for every partition, a
 deleted topic gone, added partitions led), bounded by `commit_timeout_ms` (REQUEST_TIMED_OUT).
-A failure raises a StorageError subclass carrying Kafka's error code, so handlers answer it.
+It waits for the changes the calling request (its task) started, and only those: Kafka's purgatory
+watches a request's own topics, so a topic created while 1,000 others are being deleted is
+answered once it is led, not once the deletion is over (issue #21). A failure raises a
+StorageError subclass carrying Kafka's error code, so handlers answer it.
+
+Topics to delete are marked in batches: the names DeleteTopics hands over one by one in a request
+(no await between them) are checked against /brokers/topics with one read and their
+/admin/delete_topics/<t> znodes created in one multi (AdminZkClient.delete_topics), so the
+controller sees the whole request in one TopicDeletion event and a CreateTopics behind it waits
+for a few ZooKeeper round trips, not two per deleted topic.
 
 The broker's metadata is the broker's (its MetadataCache, fed by the controller's UpdateMetadata,
 read through `metadata()`); whoever applies an UpdateMetadata calls :meth:`metadata_updated`,
@@ -31,6 +40,7 @@ import dataclasses
 import logging
 import random
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -107,6 +117,13 @@ class ZkController:
         self.listeners: list[Listener] = []
         self.broker_configs: dict[str, str] = {}
         self._pending: set[asyncio.Future[Any]] = set()
+        # the changes each request (its task) started, for its own committed(); weak: an entry
+        # goes with its task
+        self._started_by: weakref.WeakKeyDictionary[asyncio.Task[Any], list[asyncio.Future[Any]]] = (
+            weakref.WeakKeyDictionary())
+        # topics to mark for deletion in the next batch (AdminZkClient.delete_topics), each with
+        # the future its deletion waits on
+        self._to_mark: dict[str, asyncio.Future[None]] = {}
         self._creating: dict[str, TopicState] = {}  # started here, not in the metadata yet
         self._deleting: set[str] = set()
         self._known: dict[str, _Seen] = {}  # the topics of the last metadata seen
@@ -175,7 +192,10 @@ class ZkController:
         return fut
 
     def _start(self, work: Awaitable[Any]) -> None:
-        self._track(asyncio.ensure_future(work))
+        fut = self._track(asyncio.ensure_future(work))
+        task = asyncio.current_task()
+        if task is not None:
+            self._started_by.setdefault(task, []).append(fut)
 
     async def _until(self, condition: Callable[[MetadataImage], bool], what: str) -> None:
         """Until `condition(this broker's metadata)` holds; REQUEST_TIMED_OUT after the timeout."""
@@ -188,10 +208,17 @@ class ZkController:
             raise KafkaProtocolError(ErrorCode.REQUEST_TIMED_OUT, f"Timed out waiting for {what}.") from None
 
     async def committed(self) -> None:
-        """Wait until every change started so far is written and shows in this broker's metadata."""
-        if not self._pending:
+        """Wait until every change the calling task (a request's handler) started is written and
+        shows in this broker's metadata. Another request's changes are not waited for, nor their
+        errors raised here: a topic created during a long deletion is answered when it is led.
+        A task that started none returns at once (at shutdown the requests were drained first;
+        what is still in flight then is abandoned by :meth:`shutdown`). Await it in the task that
+        made the changes: ``asyncio.wait_for`` would run it in a task of its own (Python 3.11)."""
+        task = asyncio.current_task()
+        mine = self._started_by.pop(task, None) if task is not None else None
+        if not mine:
             return
-        done, _ = await asyncio.wait(list(self._pending))
+        done, _ = await asyncio.wait(mine)
         for fut in done:
             exc = None if fut.cancelled() else fut.exception()
             if isinstance(exc, KafkaProtocolError):
@@ -253,8 +280,11 @@ class ZkController:
 
     async def _create(self, topic: TopicState, assignment: dict[int, list[int]]) -> None:
         try:
-            await self._validate_in_zookeeper(topic.name)
-            await self.admin.create_topic_with_assignment(topic.name, topic.configs, assignment, topic.topic_id)
+            # the /controller read the writes are checked against goes with the validation's
+            controller, _ = await asyncio.gather(self.zk_client.get_controller_registration(),
+                                                 self._validate_in_zookeeper(topic.name))
+            await self.admin.create_topic_with_assignment(topic.name, topic.configs, assignment, topic.topic_id,
+                                                          controller)
         except BaseException:
             self._creating.pop(topic.name, None)
             raise
@@ -268,9 +298,12 @@ class ZkController:
     async def _validate_in_zookeeper(self, name: str) -> None:
         """validateTopicCreate's checks against ZooKeeper itself, which may know of topics this
         broker's metadata does not show yet (created through another broker a moment ago)."""
-        if await self.zk_client.is_topic_marked_for_deletion(name):
+        # both reads at once: each round trip of a new topic's waits behind whatever this
+        # broker's session sent before it (a controller deleting 1,000 topics)
+        marked, topics = await asyncio.gather(self.zk_client.is_topic_marked_for_deletion(name),
+                                              self.zk_client.get_all_topics_in_cluster())
+        if marked:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
-        topics = await self.zk_client.get_all_topics_in_cluster()
         if name in topics:
             raise KafkaProtocolError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         colliding = sorted(t for t in topics if _has_collision(name, t))
@@ -283,12 +316,44 @@ class ZkController:
         if topic is None:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{name}` to delete does not exist")
         self._deleting.add(name)
-        self._start(self._delete(name))
+        self._start(self._delete(name, self._mark_for_deletion(name)))
         return topic
 
-    async def _delete(self, name: str) -> None:
+    def _mark_for_deletion(self, name: str) -> asyncio.Future[None]:
+        """Join the next batch of topics marked for deletion (one write for every topic a request
+        names; see the module docstring); the future ends when the topic's mark is written."""
+        marked = self._to_mark.get(name)
+        if marked is None:
+            if not self._to_mark:
+                self._track(asyncio.ensure_future(self._write_marks()))
+            marked = self._to_mark[name] = asyncio.get_running_loop().create_future()
+            marked.add_done_callback(_retrieve)  # its _delete may be cancelled before it looks
+        return marked
+
+    async def _write_marks(self) -> None:
+        """Mark the batch gathered since this task was started (it runs once the handler that
+        started it yields, so after the request's last name)."""
+        batch, self._to_mark = self._to_mark, {}
         try:
-            await self.admin.delete_topic(name)
+            errors = await self.admin.delete_topics(list(batch))
+        except asyncio.CancelledError:
+            for fut in batch.values():
+                fut.cancel()
+            raise
+        except Exception as e:
+            for fut in batch.values():
+                fut.set_exception(e)
+            raise
+        for name, fut in batch.items():
+            error = errors.get(name)
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+    async def _delete(self, name: str, marked: asyncio.Future[None]) -> None:
+        try:
+            await marked
         except BaseException:
             self._deleting.discard(name)
             raise

@@ -5,6 +5,7 @@ through either, checked in the znodes (Kafka 3.9's JSON) and in the brokers' met
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
@@ -196,3 +197,29 @@ async def test_producer_id_blocks_of_a_thousand_per_broker(cluster):
     assert ids2 == [2000, 2001, 2002]  # broker 2's block follows it
     doc, _ = await env.znode_json("/latest_producer_id_block")
     assert doc == {"version": 1, "broker": 2, "block_start": "2000", "block_end": "2999"}
+
+
+async def test_a_request_waits_for_its_own_changes_only(cluster):
+    """committed() waits for the changes the calling request (its task) started, as Kafka's
+    DelayedCreatePartitions watches its own request's topics: a topic created while another
+    request's change is still pending (there, a topic that gets no leader; in issue #21 a
+    1,000-topic deletion) is answered once it is led, and the other request's error stays
+    that request's."""
+    _, brokers = cluster
+    b1 = brokers[1].controller
+    b1.commit_timeout_ms = 6000
+
+    async def stuck() -> None:  # another request: its one replica is on no broker, so no leader
+        b1.create_topic("stuck", -1, -1, None, {0: [9]})
+        await b1.committed()
+    other = asyncio.ensure_future(stuck())
+    await asyncio.sleep(0)  # its create_topic ran
+
+    b1.create_topic("fresh", 2, 3)
+    async with asyncio.timeout(5):  # in this task: committed() waits for what this task started
+        await b1.committed()
+    assert all(p.leader in (1, 2, 3) for p in brokers[1].image.topics["fresh"].partitions.values())
+    assert not other.done()
+    with pytest.raises(KafkaProtocolError) as e:
+        await other
+    assert e.value.code == ErrorCode.REQUEST_TIMED_OUT

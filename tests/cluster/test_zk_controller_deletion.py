@@ -1,8 +1,9 @@
 """Deleting many topics at once (issue #21 §8), against a real ZooKeeper and RecordingBrokers:
 the controller batches the deletion as Kafka's TopicDeletionManager does -- one StopReplica
-(delete=false) and one StopReplica (delete=true) per broker for all the topics, one
-TopicDeletionStopReplicaResponseReceived event per broker answer -- so a topic created meanwhile
-is published after a handful of controller events, not behind one event per deleted replica."""
+(delete=false) and one StopReplica (delete=true) per broker for a batch of topics (at most
+DELETION_BATCH_SIZE per controller event), one TopicDeletionStopReplicaResponseReceived event per
+broker answer -- so a topic created meanwhile is published after a handful of controller events,
+not behind one event per deleted replica nor behind the whole deletion."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from controller.zk.data import DeleteTopicsTopicZNode
 from controller.zk.event_manager import (
     ControllerEvent,
     TopicChange,
+    TopicDeletionResume,
     TopicDeletionStopReplicaResponseReceived,
 )
+from controller.zk.topic_deletion_manager import DELETION_BATCH_SIZE
 from tests.cluster.controller_env import WAIT, ControllerEnv, idle
 from tests.cluster.recording_broker import LEADER_AND_ISR, STOP_REPLICA
 
@@ -86,16 +89,23 @@ async def test_many_deletions_are_batched_and_do_not_hold_back_a_new_topic(env: 
     assert c.controller_context.all_topics == {"fresh"}
     assert c.controller_context.topics_to_be_deleted == set()
     # Kafka's batching: one StopReplica(delete=false) and one StopReplica(delete=true) per broker
+    # for each batch of DELETION_BATCH_SIZE topics the controller starts in one event
+    batches = -(-TOPICS // DELETION_BATCH_SIZE)
+    assert batches == 2  # the test's point: more than one batch, none of one topic
     for i, b in brokers.items():
         stops = [r.request for r in b.requests[marks[i]:] if r.api_key == STOP_REPLICA]
-        assert len(stops) == 2, (i, len(stops))
+        assert len(stops) == 2 * batches, (i, len(stops))
+        assert [len(topics_in([s])) for s in stops] == [DELETION_BATCH_SIZE] * (2 * batches)
         assert topics_in(stops) == set(names)
-    # one response event per broker, and the new topic waited behind at most those
+    # one response event per broker and batch, and the new topic waited behind at most those of
+    # the two brokers that answer (broker 3 held its answers until the topic was published)
     responses = [e for e in log.events if isinstance(e, TopicDeletionStopReplicaResponseReceived)]
-    assert len(responses) == 3, len(responses)
+    assert len(responses) == 3 * batches, len(responses)
     first_change = next(n for n, e in enumerate(log.events) if isinstance(e, TopicChange))
-    before = [e for e in log.events[:first_change] if isinstance(e, TopicDeletionStopReplicaResponseReceived)]
-    assert len(before) <= 2, len(before)
+    before = log.events[:first_change]
+    assert len([e for e in before if isinstance(e, TopicDeletionStopReplicaResponseReceived)]) <= 2 * batches
+    # the batches after the first are started by TopicDeletionResume events (or by answers)
+    assert any(isinstance(e, TopicDeletionResume) for e in log.events)
 
 
 async def test_a_broker_down_during_the_deletion_finishes_it_when_it_returns(env: ControllerEnv) -> None:

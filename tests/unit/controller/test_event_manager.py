@@ -98,6 +98,36 @@ async def test_clear_and_put_preempts_the_queued_events(manager):
     assert [e for e in rec.log if e.startswith("start")] == ["start Step(running)", "start Expire"]
 
 
+async def test_put_when_idle_runs_after_every_event_queued_until_the_queue_empties(manager):
+    """The controller's own background work (the next batch of topic deletions) goes behind
+    whatever events come in while the current one runs -- a new topic's TopicChange (issue
+    #21) -- and the manager is not idle until it ran."""
+    m, rec = manager
+    gate = asyncio.Event()
+    running = m.put(Step("a", gate))
+    await running.await_processing()
+    m.put_when_idle(Step("resume"))
+    m.put(Step("b"))
+    m.put(TopicChange())
+    gate.set()
+    await asyncio.wait_for(m.wait_idle(), 5)
+    assert [e for e in rec.log if e.startswith("end")] == [
+        "end Step(a)", "end Step(b)", "end TopicChange", "end Step(resume)"]
+    m.put_when_idle(Step("now"))  # no event running: queued at once
+    await asyncio.wait_for(m.wait_idle(), 5)
+    assert rec.log[-1] == "end Step(now)"
+    # preempted with the queue
+    gate2 = asyncio.Event()
+    await m.put(Step("c", gate2)).await_processing()
+    m.put_when_idle(Step("later"))
+    expire = m.clear_and_put(Expire())
+    assert rec.log[-1] == "preempt Step(later)"
+    gate2.set()
+    await expire.await_processing()
+    await asyncio.wait_for(m.wait_idle(), 5)
+    assert "start Step(later)" not in rec.log
+
+
 async def test_a_failing_event_is_logged_and_the_queue_goes_on(manager, caplog):
     m, rec = manager
     m.put(Step("boom"))

@@ -17,6 +17,7 @@ from tests.kafka_specs import require_specs
 
 REPO = Path(__file__).resolve().parents[3]
 MESSAGES = REPO / "protocol" / "messages"
+COORDINATOR = REPO / "protocol" / "coordinator"
 
 
 def run_generator(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,3 +123,39 @@ def test_missing_spec_folder_is_an_error(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "spec folder not found" in proc.stderr
+
+
+@pytest.fixture
+def coordinator_out(tmp_path: Path) -> Path:
+    """A fresh copy of the committed coordinator record package."""
+    dst = tmp_path / "coordinator"
+    shutil.copytree(COORDINATOR, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def test_check_covers_the_coordinator_records(out: Path, coordinator_out: Path) -> None:
+    """`make lint` runs `--check` with the default folders: a hand edit of a generated
+    coordinator record module fails it just as one of a message does, and a plain run repairs
+    it to the committed package."""
+    args = ("--out", str(out), "--coordinator-out", str(coordinator_out))
+    ok = run_generator("--check", *args)
+    assert ok.returncode == 0, ok.stderr
+    assert "protocol/coordinator is up to date (7 files)" in ok.stdout
+
+    path = coordinator_out / "transaction_log_value.py"
+    path.write_text(path.read_text().replace("_S_qhib.pack(", "_S_qhib.pack(0 and "))
+    (coordinator_out / "offset_commit_key.py").unlink()
+    proc = run_generator("--check", *args)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "protocol/coordinator is stale (2 files)" in proc.stderr
+    assert "offset_commit_key.py" in proc.stderr and "transaction_log_value.py" in proc.stderr
+    assert "protocol/messages is stale" not in proc.stderr
+
+    assert run_generator(*args).returncode == 0
+    assert snapshot(coordinator_out) == snapshot(COORDINATOR)
+
+
+def test_missing_coordinator_spec_folder_is_an_error(tmp_path: Path) -> None:
+    proc = run_generator("--check", "--coordinator-specs", str(tmp_path / "x"))
+    assert proc.returncode == 2
+    assert f"spec folder not found: {tmp_path / 'x'}" in proc.stderr

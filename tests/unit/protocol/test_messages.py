@@ -1,5 +1,6 @@
-"""Generated message codecs: property round trips of every message at every version, malformed
-input handling, and the generator's committed output being current."""
+"""Generated message codecs: property round trips of every message (and every coordinator record
+schema of `protocol.coordinator`) at every version, malformed input handling, and the generator's
+committed output being current."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import protocol.coordinator as coordinator
 import protocol.messages as messages
 from protocol.primitives import ApiMessage, DecodeError, EncodeError, Field, UnsupportedVersionError
 from tests.kafka_specs import require_specs
@@ -20,7 +22,8 @@ from tests.kafka_specs import require_specs
 REPO = Path(__file__).resolve().parents[3]
 
 ALL = sorted(
-    (getattr(messages, name) for name in messages.__all__ if name not in ("REQUESTS", "RESPONSES")),
+    [getattr(messages, name) for name in messages.__all__ if name not in ("REQUESTS", "RESPONSES")]
+    + [getattr(coordinator, name) for name in coordinator.__all__],
     key=lambda c: c.__name__,
 )
 CASES = [(cls, v) for cls in ALL for v in range(cls.MIN_VERSION, cls.MAX_VERSION + 1)]

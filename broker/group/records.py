@@ -1,102 +1,36 @@
 """Record keys and values of `__consumer_offsets`, byte-compatible with Kafka.
 
-Hand-written because these specs are not among the protocol JSON files in ../shared. The layouts
-are Apache Kafka's `group-coordinator/src/main/resources/common/message/`:
+The layouts are Kafka's own schemas (GroupMetadataKey/Value, OffsetCommitKey/Value), generated
+into `protocol.coordinator` and framed by `protocol.coordinator_records` (an int16 version before
+each key and value, as Kafka's `GroupMetadataManager` writes them; a null value, a tombstone,
+deletes the key). This module maps them to the group coordinator's own small types and chooses
+the versions Kafka 3.9 writes:
 
-* OffsetCommitKey (key version 0/1, non-flexible): group string, topic string, partition int32.
-* OffsetCommitValue v3 (non-flexible; v4+ is flexible): offset int64, leaderEpoch int32,
-  metadata string, commitTimestamp int64. (v1 adds expireTimestamp int64 after commitTimestamp;
-  v0 and v2 have no leaderEpoch.) Decoding accepts v0-v3.
-* GroupMetadataKey (key version 2): group string.
-* GroupMetadataValue v3 (non-flexible): protocolType string, generation int32, protocol nullable
-  string, leader nullable string, currentStateTimestamp int64, members [MemberMetadata]:
-  memberId string, groupInstanceId nullable string, clientId string, clientHost string,
-  rebalanceTimeout int32, sessionTimeout int32, subscription bytes, assignment bytes.
-  Decoding accepts v0-v3 (v1 adds rebalanceTimeout, v2 currentStateTimestamp, v3
-  groupInstanceId).
-
-Each key and value starts with its int16 version, as Kafka's `GroupMetadataManager` writes them.
-A tombstone (null value) deletes the key. Strings are int16-length UTF-8, -1 = null; bytes are
-int32-length.
+* OffsetCommitKey at key version 1 (versions 0 and 1 share the layout; 2 is a group's key).
+* OffsetCommitValue v3 (offset, leaderEpoch, metadata, commitTimestamp); v0-v4 are read (v1 has
+  an expireTimestamp, v4+ is flexible).
+* GroupMetadataKey at key version 2.
+* GroupMetadataValue v3 (non-flexible, with currentStateTimestamp and groupInstanceId); v0-v4 are
+  read. A v0 member has no rebalance timeout: Kafka takes its session timeout for it.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from protocol.coordinator import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from protocol.coordinator.group_metadata_value import MemberMetadata
+from protocol.coordinator_records import decode_versioned, encode_versioned, read_version
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
-
-_h = struct.Struct(">h")
-_i = struct.Struct(">i")
-_q = struct.Struct(">q")
-
-
-class _Writer:
-    __slots__ = ("buf",)
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def int16(self, v: int) -> _Writer:
-        self.buf += _h.pack(v)
-        return self
-
-    def int32(self, v: int) -> _Writer:
-        self.buf += _i.pack(v)
-        return self
-
-    def int64(self, v: int) -> _Writer:
-        self.buf += _q.pack(v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.int16(-1)
-        b = v.encode()
-        self.int16(len(b))
-        self.buf += b
-        return self
-
-    def bytes_(self, v: bytes) -> _Writer:
-        self.int32(len(v))
-        self.buf += v
-        return self
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ValueError("truncated __consumer_offsets record")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def int16(self) -> int:
-        return _h.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _i.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _q.unpack(self._take(8))[0]
-
-    def string(self) -> str | None:
-        n = self.int16()
-        return None if n < 0 else self._take(n).decode()
-
-    def bytes_(self) -> bytes:
-        n = self.int32()
-        return b"" if n < 0 else bytes(self._take(n))
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,76 +77,83 @@ class GroupValue:
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_Writer().int16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic).int32(partition).buf)
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return encode_versioned(key, OFFSET_COMMIT_KEY_VERSION)
 
 
 def offset_value(v: OffsetValue) -> bytes:
-    w = _Writer().int16(OFFSET_COMMIT_VALUE_VERSION)
-    w.int64(v.offset).int32(v.leader_epoch).string(v.metadata).int64(v.commit_timestamp)
-    return bytes(w.buf)
+    value = OffsetCommitValue(
+        offset=v.offset,
+        leader_epoch=v.leader_epoch,
+        metadata=v.metadata,
+        commit_timestamp=v.commit_timestamp,
+    )
+    return encode_versioned(value, OFFSET_COMMIT_VALUE_VERSION)
 
 
 def group_key(group: str) -> bytes:
-    return bytes(_Writer().int16(GROUP_METADATA_KEY_VERSION).string(group).buf)
+    return encode_versioned(GroupMetadataKey(group=group), GROUP_METADATA_KEY_VERSION)
 
 
 def group_value(v: GroupValue) -> bytes:
-    w = _Writer().int16(GROUP_METADATA_VALUE_VERSION)
-    w.string(v.protocol_type).int32(v.generation).string(v.protocol).string(v.leader)
-    w.int64(v.current_state_timestamp).int32(len(v.members))
-    for m in v.members:
-        w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
-        w.int32(m.rebalance_timeout).int32(m.session_timeout).bytes_(m.subscription).bytes_(m.assignment)
-    return bytes(w.buf)
+    members = [
+        MemberMetadata(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout=m.rebalance_timeout,
+            session_timeout=m.session_timeout,
+            subscription=m.subscription,
+            assignment=m.assignment,
+        )
+        for m in v.members
+    ]
+    value = GroupMetadataValue(
+        protocol_type=v.protocol_type,
+        generation=v.generation,
+        protocol=v.protocol,
+        leader=v.leader,
+        current_state_timestamp=v.current_state_timestamp,
+        members=members,
+    )
+    return encode_versioned(value, GROUP_METADATA_VALUE_VERSION)
 
 
 def decode_key(buf: bytes) -> OffsetKey | GroupKey | None:
     """The key of a `__consumer_offsets` record; None for versions this broker does not know
     (Kafka skips those too, e.g. KIP-848 records)."""
-    r = _Reader(buf)
-    version = r.int16()
-    if version in (0, 1):
-        group, topic = r.string(), r.string()
-        return OffsetKey(group or "", topic or "", r.int32())
-    if version == 2:
-        return GroupKey(r.string() or "")
+    version = read_version(buf)
+    if OffsetCommitKey.MIN_VERSION <= version <= OffsetCommitKey.MAX_VERSION:
+        ok = decode_versioned(OffsetCommitKey, buf)[1]
+        return OffsetKey(ok.group, ok.topic, ok.partition)
+    if GroupMetadataKey.MIN_VERSION <= version <= GroupMetadataKey.MAX_VERSION:
+        return GroupKey(decode_versioned(GroupMetadataKey, buf)[1].group)
     return None
 
 
 def decode_offset_value(buf: bytes) -> OffsetValue:
-    r = _Reader(buf)
-    version = r.int16()
-    if not 0 <= version <= 3:
-        raise ValueError(f"unknown offset commit value version {version}")
-    offset = r.int64()
-    leader_epoch = r.int32() if version >= 3 else -1
-    metadata = r.string() or ""
-    commit_ts = r.int64()
-    expire_ts = r.int64() if version == 1 else -1
-    return OffsetValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+    """An offset commit value of any version Kafka has written; `DecodeError` (a ValueError)
+    when it is malformed or of an unknown version."""
+    v = decode_versioned(OffsetCommitValue, buf)[1]
+    return OffsetValue(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
 
 
 def decode_group_value(buf: bytes) -> GroupValue:
-    r = _Reader(buf)
-    version = r.int16()
-    if not 0 <= version <= 3:
-        raise ValueError(f"unknown group metadata value version {version}")
-    protocol_type = r.string() or ""
-    generation = r.int32()
-    protocol = r.string()
-    leader = r.string()
-    ts = r.int64() if version >= 2 else -1
-    members = []
-    for _ in range(r.int32()):
-        member_id = r.string() or ""
-        instance = r.string() if version >= 3 else None
-        client_id = r.string() or ""
-        client_host = r.string() or ""
-        session = r.int32()
-        rebalance = session
-        if version >= 1:
-            rebalance, session = session, r.int32()
-        members.append(
-            MemberValue(member_id, instance, client_id, client_host, rebalance, session, r.bytes_(), r.bytes_())
+    """A group metadata value of any version Kafka has written; `DecodeError` (a ValueError)
+    when it is malformed or of an unknown version."""
+    version, v = decode_versioned(GroupMetadataValue, buf)
+    members = [
+        MemberValue(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout if version == 0 else m.rebalance_timeout,
+            m.session_timeout,
+            bytes(m.subscription),
+            bytes(m.assignment),
         )
-    return GroupValue(protocol_type, generation, protocol, leader, ts, members)
+        for m in v.members
+    ]
+    return GroupValue(v.protocol_type, v.generation, v.protocol, v.leader, v.current_state_timestamp, members)

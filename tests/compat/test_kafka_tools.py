@@ -294,8 +294,13 @@ def test_consumer_groups_list_describe_reset_delete(broker: BrokerProcess, tmp_p
     # the first record at or after 4.5 minutes past the first one is the sixth (offset 5)
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base + 270_000) // 1000)) + ".000+00:00"
     assert reset(broker, group, "--to-datetime", when)["offset"] == "5"
-    # now minus 9h52m30s is 7.5 minutes after the first record: offset 8
-    assert reset(broker, group, "--by-duration", "PT9H52M30S")["offset"] == "8"
+    # --by-duration is counted back from the tool's own clock, read seconds after this one (a JVM
+    # starting on a loaded machine): aim one second past the eighth record (offset 7, 7 minutes after
+    # the first), so the first record at or after the tool's moment is offset 8 for any delay under
+    # a minute, however long the test took to get here
+    back = int(time.time() - (base + 420_000) / 1000) - 1
+    duration = f"PT{back // 3600}H{back % 3600 // 60}M{back % 60}S"
+    assert reset(broker, group, "--by-duration", duration)["offset"] == "8"
     assert committed(broker, group) == {(topic, 0): 8}
 
     plan = tmp_path / "plan.csv"

@@ -46,6 +46,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,7 +75,7 @@ from tests.bench.bench_cluster import (
 )
 from tests.bench.kafka_tools import PERF_TOOL_JVM, PRODUCER_TOTAL, ToolFailed, _run
 from tests.broker_process import LoggedProcess
-from tests.compat.jvm import kafka_version
+from tests.compat.jvm import compile_java, java_command, kafka_version
 from tests.zookeeper import ZooKeeperServer
 
 SIZE = 512
@@ -91,6 +92,10 @@ E2E_TOPICS = ("rf3", "rf1")
 # EndToEndLatency.printResults
 E2E_AVG = re.compile(r"Avg latency: (?P<avg>[\d.]+) ms")
 E2E_PCT = re.compile(r"Percentiles: 50th = (?P<p50>\d+), 99th = (?P<p99>\d+), 99.9th = (?P<p999>\d+)")
+# EndToEndLatency's loop printing microseconds (tests/bench/java), on the RF 3 topic
+MICROS_CLASS = "EndToEndLatencyMicros"
+MICROS_SOURCE = Path(__file__).parent / "java" / f"{MICROS_CLASS}.java"
+E2E_US = re.compile(r"us p10 (?P<p10>\d+) p50 (?P<p50>\d+) p90 (?P<p90>\d+) p99 (?P<p99>\d+) p99.9 (?P<p999>\d+)")
 BIG_LABEL = "(batch.size 128 KiB, linger.ms 5)"
 
 
@@ -148,6 +153,31 @@ def end_to_end_latency(bootstrap: str, topic: str, n: int, acks: str = "all") ->
     if avg is None or pct is None:
         raise ToolFailed(f"no final report from EndToEndLatency:\n{out[-3000:]}")
     return E2eRun(float(avg["avg"]), float(pct["p50"]), float(pct["p99"]), float(pct["p999"]))
+
+
+@dataclass(frozen=True)
+class MicrosRun:
+    """EndToEndLatencyMicros' percentiles, in microseconds."""
+
+    p10: int
+    p50: int
+    p90: int
+    p99: int
+    p999: int
+
+
+def end_to_end_micros(bootstrap: str, topic: str, n: int, classes: str) -> MicrosRun:
+    """EndToEndLatency's loop (same clients, same settings) timed in microseconds: its own tool
+    truncates to whole milliseconds, which hides a median moving across 1 ms."""
+    cmd = java_command(MICROS_CLASS, [bootstrap, topic, str(n)], classpath=classes, jvm_args=PERF_TOOL_JVM)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S + n / 100, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise ToolFailed(f"{MICROS_CLASS} did not finish") from e
+    m = E2E_US.search(proc.stdout)
+    if proc.returncode != 0 or m is None:
+        raise ToolFailed(f"{MICROS_CLASS} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return MicrosRun(**{k: int(v) for k, v in m.groupdict().items()})
 
 
 def process_cpu_s(pid: int) -> float:
@@ -252,6 +282,7 @@ class Round:
     e2e: dict[str, E2eRun] = field(default_factory=dict)
     cpu: dict[str, Cpu] = field(default_factory=dict)
     e2e_cpu: dict[str, tuple[Cpu, int]] = field(default_factory=dict)  # topic -> (CPU, records)
+    e2e_us: dict[str, MicrosRun] = field(default_factory=dict)
     values: dict[str, list[float]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -262,7 +293,7 @@ def bootstrap(cluster: Cluster) -> str:
 
 async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess], zk_server: ZooKeeperServer,
                     work: Path, chroot: str, records: int, logs: Path | None, e2e_records: int = E2E_RECORDS,
-                    e2e_only: bool = False) -> Round:
+                    e2e_only: bool = False, micros_classes: str | None = None) -> Round:
     r = Round()
     zk = await ZooKeeperClient(zk_server.connect_string(chroot), session_timeout_ms=30_000,
                                request_timeout_ms=30_000).start(create_chroot=True)
@@ -287,7 +318,7 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
             for topic in ("rf1", "rf3"):
                 await asyncio.to_thread(producer_perf, boot, topic, max(1000, records // 5), "1")
             if e2e_only:
-                await e2e_runs(r, system, cluster, leader, boot, e2e_records)
+                await e2e_runs(r, system, cluster, leader, boot, e2e_records, micros_classes)
                 return r
             for topic, acks, big in (("rf1", "1", False), ("rf1", "all", False), ("rf3", "1", False),
                                      ("rf3", "all", False), ("rf1", "1", True), ("rf3", "all", True)):
@@ -301,7 +332,7 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
                 cluster, leader, functools.partial(producer_perf, boot, "rf3", n_rate, "all", RATE))
             r.perf[f"rf3 acks=all {RATE}/s"] = run
             log(f"  {system}: rf3 acks=all at {RATE}/s: p50 {run.p50_ms:.0f} ms, p99 {run.p99_ms:.0f} ms")
-            await e2e_runs(r, system, cluster, leader, boot, e2e_records)
+            await e2e_runs(r, system, cluster, leader, boot, e2e_records, micros_classes)
 
             # replication lag, idle then under a full-speed acks=1 load
             idle_stop = asyncio.Event()
@@ -347,7 +378,8 @@ async def run_round(system: str, make: Callable[[Path, str, int], LoggedProcess]
     return r
 
 
-async def e2e_runs(r: Round, system: str, cluster: Cluster, leader: int, boot: str, n: int) -> None:
+async def e2e_runs(r: Round, system: str, cluster: Cluster, leader: int, boot: str, n: int,
+                   micros_classes: str | None = None) -> None:
     """EndToEndLatency with acks=all on each of E2E_TOPICS, one after the other, with the
     brokers' CPU per record (its consumer runs with fetch.max.wait.ms=0, so the leader also
     answers the consumer's empty fetches while a record replicates)."""
@@ -358,6 +390,10 @@ async def e2e_runs(r: Round, system: str, cluster: Cluster, leader: int, boot: s
         log(f"  {system}: e2e {topic} acks=all: avg {e.avg_ms:.2f} / p50 {e.p50_ms:.0f} / p99 {e.p99_ms:.0f} / "
             f"p99.9 {e.p999_ms:.0f} ms; CPU per record: leader {cpu.leader_s / n * 1e6:.0f} us, "
             f"followers {cpu.follower_s / n * 1e6:.0f} us")
+    if micros_classes is not None:
+        u = r.e2e_us["rf3"] = await asyncio.to_thread(end_to_end_micros, boot, "rf3", n, micros_classes)
+        log(f"  {system}: e2e rf3 acks=all in us: p10 {u.p10} / p50 {u.p50} / p90 {u.p90} / p99 {u.p99} / "
+            f"p99.9 {u.p999}")
 
 
 async def first_ack_after(cluster: Cluster, dead: int, t_kill: float) -> tuple[float, int, int]:
@@ -468,6 +504,15 @@ def report(results: dict[str, list[Round]], records: int, rounds: int) -> list[s
                          f"{med([x.p99_ms for x in runs]):.0f} / {med([x.p999_ms for x in runs]):.0f}")
             cells.append(", ".join(f"{x.p999_ms:.0f}" for x in runs))
         out.append(f"| {topic} | " + " | ".join(cells) + " |")
+    out += ["", f"The same loop timed in microseconds ({MICROS_CLASS}, rf3), median over the rounds:", "",
+            "| topic | " + " | ".join(f"{n} p10 / p50 / p90 / p99 / p99.9 µs" for n in names) + " |",
+            "|---|" + "---:|" * len(systems)]
+    cells = []
+    for s in systems:
+        us = [r.e2e_us["rf3"] for r in results[s] if "rf3" in r.e2e_us]
+        cells.append(" / ".join(f"{med([getattr(u, f) for u in us]):,.0f}" for f in ("p10", "p50", "p90", "p99", "p999"))
+                     if us else "-")
+    out.append("| rf3 | " + " | ".join(cells) + " |")
 
     out += ["", "### Broker CPU per record (from /proc, whole processes) and the machine", "",
             "| workload | " + " | ".join(f"{n} leader µs/rec | {n} follower µs/rec (mean of 2) | {n} busy cores"
@@ -543,7 +588,9 @@ mostly the time a record queues in the producer's 32 MiB buffer, so the latency 
 what acks=all costs is the one at a fixed 2,000 records/s. End-to-end latency is Kafka's own
 EndToEndLatency (`kafka-e2e-latency.sh`) for both systems: one 100-byte record at a time, acks=all,
 the producer waits for the acknowledgement and its consumer (fetch.max.wait.ms 0) polls until it has
-the record; its percentiles are whole milliseconds, truncated (p50 1 means under 2 ms). The CPU
+the record; its percentiles are whole milliseconds, truncated (p50 1 means under 2 ms), so the
+same loop with the same client settings (tests/bench/java/EndToEndLatencyMicros.java) runs after
+it on rf3 and prints microseconds. The CPU
 table's e2e rows are the brokers' CPU over those runs per record (the leader also answers the
 consumer's empty fetches meanwhile). Broker CPU is utime+stime of each broker
 process from /proc over the run (JVM threads included for Kafka), divided by the records; "busy
@@ -561,6 +608,7 @@ ZooKeeper watch. Rounds alternate between the systems. Regenerate alone with
 
 async def run(systems: list[str], rounds: int, records: int, base: Path, logs: Path | None,
               e2e_records: int = E2E_RECORDS, e2e_only: bool = False) -> dict[str, list[Round]]:
+    micros_classes = compile_java([MICROS_SOURCE], base / "java")
     zk_server = ZooKeeperServer(base / "zookeeper").start()
     results: dict[str, list[Round]] = {}
     try:
@@ -570,7 +618,7 @@ async def run(systems: list[str], rounds: int, records: int, base: Path, logs: P
                 work = base / f"{s}-{i}"
                 l0 = os.getloadavg()[0]
                 r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/repl-{s}-{i}", records, logs,
-                                    e2e_records, e2e_only)
+                                    e2e_records, e2e_only, micros_classes)
                 r.notes["load"] = f"{l0:.1f} / {os.getloadavg()[0]:.1f}"
                 results.setdefault(s, []).append(r)
                 shutil.rmtree(work, ignore_errors=True)

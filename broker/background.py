@@ -47,33 +47,18 @@ class BackgroundTasks:
         KafkaScheduler) -- or, a coroutine function, awaited on the loop (it sends its blocking
         parts to an executor itself). An OSError (a full or failing disk) is one line, the next
         run retries; anything else is logged with its traceback and the task goes on."""
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval_ms / 1000)
-            try:
-                if asyncio.iscoroutinefunction(fn):
-                    await fn()
-                else:
-                    await loop.run_in_executor(None, fn)
-            except OSError as e:
-                log.error("periodic task failed", task=what, error=str(e))
-            except Exception:
-                log.exception("periodic task failed", task=what)
+            await _run_logged(fn, what)
 
     async def rescheduled(self, fn: Callable[[], int], what: str, fallback_ms: Callable[[], int]) -> None:
         """Run blocking storage work ``fn`` in an executor again and again, each time after the
         milliseconds its previous run returned (Kafka's task that schedules its own next run, as
         kafka-delete-logs). A failure is logged as in :meth:`every` and the next run comes
         ``fallback_ms()`` later."""
-        loop = asyncio.get_running_loop()
         while True:
-            try:
-                delay_ms = await loop.run_in_executor(None, fn)
-            except OSError as e:
-                log.error("periodic task failed", task=what, error=str(e))
-                delay_ms = fallback_ms()
-            except Exception:
-                log.exception("periodic task failed", task=what)
+            delay_ms = await _run_logged(fn, what)
+            if delay_ms is _FAILED:
                 delay_ms = fallback_ms()
             await asyncio.sleep(max(delay_ms, 1) / 1000)
 
@@ -84,3 +69,21 @@ class BackgroundTasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_FAILED: Any = object()  # what _run_logged returns when the run failed
+
+
+async def _run_logged(fn: Callable[[], Any], what: str) -> Any:
+    """One run of a periodic task: a coroutine function awaited on the loop, anything else in an
+    executor; its result, or _FAILED after logging the failure -- an OSError (a full or failing
+    disk) as one line, anything else with its traceback."""
+    try:
+        if asyncio.iscoroutinefunction(fn):
+            return await fn()
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+    except OSError as e:
+        log.error("periodic task failed", task=what, error=str(e))
+    except Exception:
+        log.exception("periodic task failed", task=what)
+    return _FAILED

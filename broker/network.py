@@ -209,7 +209,7 @@ class KafkaConnection(asyncio.Protocol):
         buf = self.buffer
         pos = 0
         end = len(buf)
-        while end - pos >= 4 and not self.read_paused and not self.draining:
+        while end - pos >= 4 and not self.read_paused:  # (draining keeps reading paused)
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_request:
                 self.abort(
@@ -350,16 +350,8 @@ class KafkaConnection(asyncio.Protocol):
         try:
             waiting_on = coro.send(None)
         except StopIteration as done:
-            chunks = done.value
-            if chunks and not self.closed:
-                if self.pending:  # behind an earlier response still being worked on
-                    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-                    fut.set_result(chunks)
-                    self.pending.append(fut)
-                    self._on_done(fut)
-                else:
-                    self.outgoing.extend(chunks)
-                    self._pump()
+            if done.value and not self.closed:
+                self._queue_finished(done.value)
             return
         except Exception as e:
             if not self.closed:
@@ -390,11 +382,21 @@ class KafkaConnection(asyncio.Protocol):
         return chunks
 
     def _enqueue_ready(self, chunks: list[Any]) -> None:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
-        fut.set_result(chunks)
-        self.pending.append(fut)
-        self._on_done(fut)
+        self._queue_finished(chunks)
+        self._update_reading()
+
+    def _queue_finished(self, chunks: list[Any]) -> None:
+        """A response finished outside any task (counted in `unsent` already): written now when
+        nothing is before it, else queued behind the earlier responses still being worked on."""
+        if self.pending:
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            fut.set_result(chunks)
+            self.pending.append(fut)
+            self._on_done(fut)
+        else:
+            self.outgoing.extend(chunks)
+            self._pump()
 
     def _on_done(self, _: asyncio.Future[Any]) -> None:
         """Queue every finished response at the head of `pending` for writing, in request order."""

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from broker.transaction.decisions import (
+from broker.txn.decisions import (
     EndTxnTransit,
     ProducerIdAndEpoch,
     TransactionResult,
@@ -21,14 +21,14 @@ from broker.transaction.decisions import (
     prepare_init_producer_id_transit,
     validate_transaction_timeout_ms,
 )
-from broker.transaction.metadata import (
+from broker.txn.metadata import (
     SHORT_MAX,
     IllegalStateError,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
 )
-from broker.transaction.transaction_log import read_txn_record_value, value_to_bytes
+from broker.txn.transaction_log import read_txn_record_value, value_to_bytes
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 

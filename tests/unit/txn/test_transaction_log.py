@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.transaction.metadata import (
+from broker.txn.metadata import (
     IllegalStateError,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
 )
-from broker.transaction.transaction_log import (
+from broker.txn.transaction_log import (
     from_log_value,
     read_txn_record_value,
     to_log_value,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.transaction.metadata import (
+from broker.txn.metadata import (
     SHORT_MAX,
     IllegalStateError,
     TransactionMetadata,

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from broker.transaction.metadata import (
+from broker.txn.metadata import (
     IllegalStateError,
     TopicPartition,
     TransactionMetadata,

@@ -19,7 +19,7 @@ Pure conversion: bytes and records in, objects out, no I/O.
 
 from __future__ import annotations
 
-from broker.transaction.metadata import (
+from broker.txn.metadata import (
     IllegalStateError,
     TopicPartition,
     TransactionMetadata,

@@ -3,7 +3,9 @@
 Why this shape (uvicorn's protocol classes, kfake's client_conn): a connection is an
 `asyncio.Protocol` that cuts 4-byte size-prefixed frames out of the byte stream, decodes the
 request header, and hands the request to its handler as a task, so a produce waiting for acks=all
-does not hold up a pipelined fetch. Responses still leave in request order — Kafka guarantees it
+does not hold up a pipelined fetch. Produce and Fetch, the replication round's critical path, run
+without a task: started in the read callback and resumed inside the purgatory call that
+completes what they wait for (_Driven). Responses still leave in request order — Kafka guarantees it
 and clients match responses by position as well as correlation id — so finished responses wait
 in a queue until every earlier one is written. An acks=0 produce takes a place in that queue and
 writes nothing.
@@ -37,7 +39,7 @@ import socket
 import struct
 import time
 import weakref
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -46,6 +48,7 @@ from broker.apis.registry import REGISTRY
 from broker.context import RequestContext
 from broker.log_limiter import RateLimitedLog
 from broker.memory_pool import MemoryPool
+from broker.purgatory import InlineFuture
 from protocol.framing import (
     API_VERSIONS_KEY,
     decode_request_header,
@@ -84,36 +87,95 @@ def request_memory_pool(server: BrokerServer) -> MemoryPool:
     return pool
 
 
-class _Resumed(Coroutine[Any, Any, Any]):
-    """Goes on with `coro`, started outside any task until it yielded `waiting_on` (the future
-    it awaits), as the task it is given to: the task's first step waits on that future, what
-    the task sends or throws in afterwards -- a cancellation too, even one before that first
-    step -- reaches `coro` where it waits."""
+class _Driven:
+    """Goes on with a handling `_start_eagerly` began in the read callback and that now waits,
+    still without a task: it is stepped by hand (`coro.send`) when what it awaits is done.
 
-    __slots__ = ("_coro", "_started", "_waiting_on")
+    Why no task (issue #20 §5): a parked Produce or Fetch waits for a DelayedFuture, whose
+    InlineFuture resumes it inside the purgatory call that completed it (broker.purgatory), so
+    its response is written there -- a follower's fetch response within the leader's append, a
+    produce response within the follower fetch that moved the high watermark -- as Kafka's
+    delayed operations call their response callbacks inline. A task would be resumed a loop
+    iteration later, behind everything else ready then; on the replication round trip that was
+    one such wait per hop. Anything else it awaits (an executor's future, a lock, a bare
+    `yield`) resumes it from that future's done callback, as a task would.
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+    Its place among the connection's responses is `slot`, a future resolved with the handling's
+    result (the response's chunks) or failure; the connection writes it in request order
+    (`_on_done`). Cancelling the slot (the connection closed) cancels what the handling awaits
+    -- a parked operation is then dropped by its purgatory -- and raises CancelledError where it
+    waits, as a task's cancellation does. The handling runs with no current task, which the
+    eager handlers allow (ApiHandler.eager: no asyncio.timeout, no network_client call)."""
+
+    __slots__ = ("_conn", "_coro", "_finished", "_waiting", "slot")
+
+    def __init__(self, conn: KafkaConnection, coro: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self._conn = conn
         self._coro = coro
-        self._waiting_on = waiting_on
-        self._started = False
+        self._waiting: Any = None
+        self._finished = False
+        self.slot: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.slot.add_done_callback(self._slot_done)
+        self._wait(waiting_on)
 
-    def send(self, value: Any) -> Any:
-        if not self._started:
-            self._started = True
-            return self._waiting_on
-        return self._coro.send(value)
+    def _wait(self, awaited: Any) -> None:
+        if awaited is None:  # a bare yield (asyncio.sleep(0)): the next loop iteration, as a task
+            asyncio.get_running_loop().call_soon(self._resumed, None)
+            return
+        if getattr(awaited, "_asyncio_future_blocking", None) is not True:
+            self._step(RuntimeError(f"a driven request handling yielded {awaited!r}, not a future"))
+            return
+        awaited._asyncio_future_blocking = False
+        self._waiting = awaited
+        if type(awaited) is InlineFuture and not awaited.done():
+            awaited.resume = self._step
+        else:
+            awaited.add_done_callback(self._resumed)
 
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        self._started = True
-        if val is None and tb is None:
-            return self._coro.throw(typ)
-        return self._coro.throw(typ, val, tb)
+    def _resumed(self, _: Any) -> None:
+        self._step(inline=False)  # a callback of the loop's own: nobody else's change to interrupt
 
-    def close(self) -> None:
-        self._coro.close()
+    def _step(self, error: BaseException | None = None, inline: bool = True) -> None:
+        if self.slot.done():
+            return  # cancelled with its connection: _slot_done finishes the coroutine
+        self._waiting = None
+        try:
+            awaited = self._coro.send(None) if error is None else self._coro.throw(error)
+        except StopIteration as done:
+            self._finish()
+            self.slot.set_result(done.value)
+        except asyncio.CancelledError:  # what it awaited was cancelled, and it did not catch that
+            self._finish()
+            self.slot.cancel()
+        except Exception as e:
+            self._finish()
+            self.slot.set_exception(e)
+        else:
+            self._wait(awaited)
+            return
+        self._conn._on_done(self.slot, inline)
 
-    def __await__(self) -> Generator[Any, Any, Any]:
-        raise TypeError("_Resumed is only run by a task")
+    def _finish(self) -> None:
+        self._finished = True
+        self._waiting = None
+
+    def _slot_done(self, slot: asyncio.Future[Any]) -> None:
+        if not slot.cancelled() or self._finished:
+            return
+        waiting, self._waiting = self._waiting, None
+        if isinstance(waiting, InlineFuture):
+            waiting.resume = None
+        if waiting is not None and not waiting.done():
+            waiting.cancel()  # a parked operation is dropped by its purgatory (DelayedFuture)
+        self._finished = True
+        try:
+            self._coro.throw(asyncio.CancelledError())
+        except (StopIteration, asyncio.CancelledError):
+            return
+        except Exception as e:
+            log.warning("a cancelled request handling failed", peer=self._conn.peer, error=repr(e))
+            return
+        self._coro.close()  # it caught the cancellation and waits again: it is not resumed
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -204,6 +266,10 @@ class KafkaConnection(asyncio.Protocol):
             self._parse_frames()
         finally:
             self.parsing = False
+
+    def _parse_held(self) -> None:
+        if not self.closed and not self.read_paused:
+            self._parse()
 
     def _parse_frames(self) -> None:
         buf = self.buffer
@@ -333,7 +399,7 @@ class KafkaConnection(asyncio.Protocol):
             self.abort("malformed request body", api_key=key, api_version=version, error=str(e))
             return
         if handler.eager:
-            self._start_eagerly(self._process(ctx, handler.handle, request))
+            self._start_eagerly(self._answer(ctx, handler.handle, request))
         else:
             task = asyncio.ensure_future(self._process(ctx, handler.handle, request))
             self.pending.append(task)
@@ -345,8 +411,8 @@ class KafkaConnection(asyncio.Protocol):
         (Python 3.12's eager tasks): a fetch answered from the page cache or a produce whose
         response waits for its followers needs no task of its own and no extra loop iteration
         before its answer or its append -- Produce and Fetch are the replication round's
-        critical path (issue #20 §5). A handling that waits goes on in a task (_Resumed), in
-        request order as any other."""
+        critical path (issue #20 §5). A handling that waits goes on without a task either
+        (_Driven), its response in request order as any other."""
         try:
             waiting_on = coro.send(None)
         except StopIteration as done:
@@ -358,24 +424,27 @@ class KafkaConnection(asyncio.Protocol):
                 handler_error_log.error("request handler failed; closing connection", peer=self.peer, exc_info=e)
                 self.close()
             return
-        task = asyncio.ensure_future(_Resumed(coro, waiting_on))
-        self.pending.append(task)
-        task.add_done_callback(self._on_done)
+        self.pending.append(_Driven(self, coro, waiting_on).slot)
 
-    async def _process(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
+    async def _answer(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
+        """The handling of one request: its response frame's chunks (None: no response),
+        counted as unsent from the moment it is finished -- a response waiting behind a slower
+        one is unsent too."""
         response = await handle(ctx, request)
         if response is None:
             return None
         h = ctx.header
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
-        # counted from the moment it is finished: a response waiting behind a slower one is unsent too
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+        return chunks
+
+    async def _process(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
+        """`_answer` in a task of its own (handlers that are not eager)."""
+        chunks = await self._answer(ctx, handle, request)
         pending = self.pending
-        if pending and pending[0] is asyncio.current_task() and not self.closed:
+        if chunks is not None and pending and pending[0] is asyncio.current_task() and not self.closed:
             # every earlier response is queued already: this one goes out now, not after the
-            # task's done callback a loop iteration later (behind whatever else is ready then --
-            # a follower's fetch response woken by an append is the replication round's
-            # critical path). _on_done finds nothing left to queue.
+            # task's done callback a loop iteration later. _on_done finds nothing left to queue.
             self.outgoing.extend(chunks)
             self._pump()
             return None
@@ -398,8 +467,11 @@ class KafkaConnection(asyncio.Protocol):
             self.outgoing.extend(chunks)
             self._pump()
 
-    def _on_done(self, _: asyncio.Future[Any]) -> None:
-        """Queue every finished response at the head of `pending` for writing, in request order."""
+    def _on_done(self, _: asyncio.Future[Any], inline: bool = False) -> None:
+        """Queue every finished response at the head of `pending` for writing, in request order.
+        `inline`: called inside whatever completed a driven handling (a purgatory call on
+        another request's behalf), where frames held back by muting must not be dispatched --
+        that would run this connection's next request inside the other one's state change."""
         pending = self.pending
         outgoing = self.outgoing
         while pending and pending[0].done():
@@ -416,7 +488,7 @@ class KafkaConnection(asyncio.Protocol):
                 outgoing.extend(chunks)
         if outgoing:
             self._pump()
-        self._update_reading()
+        self._update_reading(parse_now=not inline)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -496,7 +568,7 @@ class KafkaConnection(asyncio.Protocol):
                 return self.region_sent >= region.size
         return True
 
-    def _update_reading(self) -> None:
+    def _update_reading(self, parse_now: bool = True) -> None:
         if self.transport is None or self.closed:
             return
         should_pause = (
@@ -514,8 +586,11 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
             if self.receive_timer is not None:
                 self._restart_receive_timer()
-            if len(self.buffer) >= 4:
-                self._parse()  # frames held back while muted
+            if len(self.buffer) >= 4:  # frames held back while muted
+                if parse_now:
+                    self._parse()
+                else:
+                    asyncio.get_running_loop().call_soon(self._parse_held)
 
     # -- closing ----------------------------------------------------------------------------
 

@@ -118,6 +118,21 @@ class DelayedOperation(TimerTask):
             self.on_expiration()
 
 
+class InlineFuture(asyncio.Future[R]):
+    """The future of a DelayedFuture, which its waiter may ask to be resumed *inline*.
+
+    A connection goes on with a Produce or Fetch it started in its read callback without a
+    task (broker.network's _Driven): it sets `resume` on the InlineFuture the handling waits
+    for, and the operation's completion calls it right after resolving the future -- inside the
+    purgatory call that completed it, as Kafka's DelayedProduce / DelayedFetch call their
+    response callbacks inside tryCompleteElseWatch / checkAndComplete -- instead of a loop
+    iteration later behind whatever else is ready then. So the follower's fetch response goes out
+    within the leader's append, and the produce response within the follower fetch that moved
+    the high watermark (issue #20 §5). A cancelled future does not call it."""
+
+    resume: Callable[[], None] | None = None
+
+
 class DelayedFuture(DelayedOperation, Generic[R]):
     """A DelayedOperation whose completion resolves `self.future`, for handlers to await.
 
@@ -135,7 +150,7 @@ class DelayedFuture(DelayedOperation, Generic[R]):
 
     def __init__(self, delay_ms: int, *, loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(delay_ms)
-        self.future: asyncio.Future[R] = (loop or asyncio.get_running_loop()).create_future()
+        self.future: InlineFuture[R] = InlineFuture(loop=loop or asyncio.get_running_loop())
         self.future.add_done_callback(self._on_future_done)
 
     @abstractmethod
@@ -152,6 +167,13 @@ class DelayedFuture(DelayedOperation, Generic[R]):
             future.set_exception(exc)
         else:
             future.set_result(value)
+        resume = future.resume
+        if resume is not None:
+            future.resume = None
+            try:
+                resume()
+            except Exception:  # the waiter's bug must not break whoever completed the operation
+                log.exception("resuming the waiter of a completed operation failed", operation=type(self).__name__)
 
     def _on_future_done(self, future: asyncio.Future[R]) -> None:
         if future.cancelled() and not self._completed:

@@ -29,9 +29,10 @@ class ApiHandler:
     # only a ZooKeeper-mode broker serves (and advertises) it: the controller-to-broker requests,
     # whose Kafka specs list only the "zkBroker" listener
     zk_only: bool = False
-    # run at once in the connection's read callback up to its first wait, not in a task of its
-    # own a loop iteration later (broker.network's _start_eagerly): only for handlers whose
-    # first step needs no current task (no asyncio.timeout, no network_client call)
+    # run at once in the connection's read callback, and on without a task (broker.network's
+    # _start_eagerly and _Driven): only for handlers that need no current task anywhere (no
+    # asyncio.timeout, no network_client call) and whose code after a purgatory wait may run
+    # inside the call that completed the operation
     eager: bool = False
 
     def supports(self, version: int) -> bool:

@@ -1,7 +1,9 @@
 """broker.network.KafkaConnection's response path on a fake transport: responses leave in
 request order, and a response with nothing unsent before it is handed to the transport by its
-own request's task, not a loop iteration later by the task's done callback (a follower's fetch
-response woken by an append is the replication round's critical path, issue #20 §5)."""
+own request's task, not a loop iteration later by the task's done callback; an eager handling
+(Produce, Fetch) needs no task at all and is answered inside the purgatory call that completes
+what it waits for (a follower's fetch response woken by an append is the replication round's
+critical path, issue #20 §5)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
-from broker.network import KafkaConnection
+from broker.network import MAX_IN_FLIGHT, KafkaConnection
+from broker.purgatory import DelayedFuture, DelayedOperationPurgatory
 from protocol.messages import ApiVersionsResponse
 
 API_VERSIONS = 18
@@ -149,7 +152,7 @@ async def test_an_eager_handler_that_does_not_wait_is_answered_within_the_read_c
     assert not conn.pending and not conn.outgoing and conn.unsent == 0
 
 
-async def test_an_eager_handler_that_waits_goes_on_in_a_task_and_keeps_request_order() -> None:
+async def test_an_eager_handler_that_waits_goes_on_and_keeps_request_order() -> None:
     conn, transport = eager_connection()
     seen: list[str] = []
     first = asyncio.Event()
@@ -164,15 +167,15 @@ async def test_an_eager_handler_that_waits_goes_on_in_a_task_and_keeps_request_o
 
 
 async def test_a_waiting_eager_handler_is_cancelled_with_its_connection() -> None:
-    """The task that goes on with a handling started outside it passes the cancellation in."""
+    """The cancellation reaches the handling where it waits, as a task's would."""
     conn, transport = eager_connection()
     seen: list[str] = []
     start_eagerly(conn, 1, asyncio.Event(), seen)
-    (task,) = conn.pending
+    (slot,) = conn.pending
     conn.connection_lost(None)
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
-    assert task.cancelled() and seen == ["1 started", "1 cancelled"] and transport.corrs == []
+        await asyncio.wait_for(slot, 5)
+    assert slot.cancelled() and seen == ["1 started", "1 cancelled"] and transport.corrs == []
 
 
 async def test_an_eager_handler_failing_at_once_closes_the_connection() -> None:
@@ -181,3 +184,125 @@ async def test_an_eager_handler_failing_at_once_closes_the_connection() -> None:
     conn.close = lambda: closed.append(True)  # type: ignore[method-assign]
     start_eagerly(conn, -1, None, [])
     assert closed == [True] and transport.corrs == [] and not conn.pending
+
+
+class Parked(DelayedFuture[str]):
+    """A parked operation (as DelayedProduce / DelayedFetch) completed by its key."""
+
+    def __init__(self) -> None:
+        super().__init__(60_000)
+        self.ready = False
+
+    def try_complete(self) -> bool:
+        return self.ready and self.force_complete()
+
+    def complete_value(self) -> str:
+        return "done"
+
+
+def start_parked(conn: KafkaConnection, corr: int, purgatory: DelayedOperationPurgatory[Parked], key: str,
+                 seen: list[str], fail: bool = False) -> Parked:
+    """What _dispatch does for an eager handler that parks in `purgatory` under `key`."""
+    op = Parked()
+
+    async def handle(ctx: Any, request: Any) -> ApiVersionsResponse:
+        purgatory.try_complete_else_watch(op, [key])
+        try:
+            seen.append(f"{corr} {await op.future}")
+        except asyncio.CancelledError:
+            seen.append(f"{corr} cancelled")
+            raise
+        if fail:
+            raise RuntimeError("handler bug after the wait")
+        return ApiVersionsResponse(error_code=0, api_keys=[])
+
+    ctx = SimpleNamespace(header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+                                                 request_api_version=3))
+    conn._start_eagerly(conn._answer(ctx, handle, None))  # type: ignore[arg-type]
+    return op
+
+
+def complete(purgatory: DelayedOperationPurgatory[Parked], key: str, *ops: Parked) -> None:
+    for op in ops:
+        op.ready = True
+    assert purgatory.check_and_complete(key) == len(ops)
+
+
+async def test_a_parked_eager_handling_is_answered_inside_the_call_that_completes_it() -> None:
+    """A follower's fetch response goes out within the append that completes its DelayedFetch,
+    a produce response within the follower fetch that moves the high watermark: no task, no
+    loop iteration in between (issue #20 §5), as Kafka's delayed operations answer inline."""
+    conn, transport = eager_connection()
+    purgatory: DelayedOperationPurgatory[Parked] = DelayedOperationPurgatory("p")
+    seen: list[str] = []
+    ops = [start_parked(conn, 1, purgatory, "tp", seen)]
+    assert seen == [] and transport.corrs == [] and len(conn.pending) == 1
+    complete(purgatory, "tp")  # nothing ready: nothing answered
+    assert purgatory.watched_for_key("tp") == 1 and transport.corrs == []
+    complete(purgatory, "tp", *ops)
+    assert seen == ["1 done"] and transport.corrs == [1]  # before this coroutine awaited anything
+    assert not conn.pending and not conn.outgoing and conn.unsent == 0
+
+
+async def test_an_inline_answer_waits_for_the_responses_before_it() -> None:
+    conn, transport = eager_connection()
+    purgatory: DelayedOperationPurgatory[Parked] = DelayedOperationPurgatory("p")
+    seen: list[str] = []
+    first = asyncio.Event()
+    start_eagerly(conn, 1, first, seen)  # waits on a plain future (resumed by its callback)
+    op2 = start_parked(conn, 2, purgatory, "tp", seen)
+    complete(purgatory, "tp", op2)
+    assert seen == ["1 started", "2 done"] and transport.corrs == []  # finished, behind the first
+    first.set()
+    await asyncio.wait_for(asyncio.gather(*list(conn.pending)), 5)
+    await asyncio.sleep(0)
+    assert transport.corrs == [1, 2] and not conn.pending and conn.unsent == 0
+
+
+async def test_a_driven_handling_cancelled_with_its_connection_drops_its_parked_operation() -> None:
+    conn, transport = eager_connection()
+    purgatory: DelayedOperationPurgatory[Parked] = DelayedOperationPurgatory("p")
+    seen: list[str] = []
+    op = start_parked(conn, 1, purgatory, "tp", seen)
+    (slot,) = conn.pending
+    conn.connection_lost(None)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(slot, 5)
+    await asyncio.sleep(0)  # the operation's own done callback
+    assert slot.cancelled() and seen == ["1 cancelled"] and transport.corrs == []
+    assert op.is_completed and purgatory.delayed == 0  # not left to time out
+    op.ready = True
+    assert purgatory.check_and_complete("tp") == 0 and seen == ["1 cancelled"]
+
+
+async def test_a_handling_failing_after_an_inline_resume_closes_its_connection_only() -> None:
+    """The completing call (another request's handling) goes on unharmed."""
+    conn, transport = eager_connection()
+    closed: list[bool] = []
+    conn.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    purgatory: DelayedOperationPurgatory[Parked] = DelayedOperationPurgatory("p")
+    seen: list[str] = []
+    op = start_parked(conn, 1, purgatory, "tp", seen, fail=True)
+    complete(purgatory, "tp", op)  # does not raise
+    assert seen == ["1 done"] and closed == [True] and transport.corrs == []
+
+
+async def test_held_back_requests_are_not_dispatched_inside_an_inline_answer() -> None:
+    """Frames read while the connection was muted (MAX_IN_FLIGHT requests pending) are
+    dispatched a loop iteration after the inline answer that unmutes it, not inside it: that
+    would run this client's next request in the middle of another request's state change (the
+    follower fetch moving the high watermark)."""
+    conn, transport = eager_connection()
+    purgatory: DelayedOperationPurgatory[Parked] = DelayedOperationPurgatory("p")
+    seen: list[str] = []
+    ops = [start_parked(conn, corr, purgatory, "tp", seen) for corr in range(MAX_IN_FLIGHT)]
+    conn._update_reading()
+    assert conn.read_paused
+    parsed: list[int] = []
+    conn._parse = lambda: parsed.append(len(conn.buffer))  # type: ignore[method-assign]
+    conn.buffer += struct.pack(">i", 8) + bytes(8)  # a request held back while muted
+    complete(purgatory, "tp", *ops)
+    assert transport.corrs == list(range(MAX_IN_FLIGHT)) and not conn.read_paused
+    assert parsed == []  # not inside check_and_complete
+    await asyncio.sleep(0)
+    assert parsed == [12]

@@ -37,6 +37,7 @@ import structlog
 
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.alter_partition_manager import IsrChange
@@ -154,7 +155,10 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int) -> Any:
+    def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
+        """Append as leader with the log's validation for `origin` (a client's batches are
+        checked as a producer's; a coordinator's as Kafka's AppendOrigin.COORDINATOR)."""
         if not self.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         min_isr = self.log.config.min_insync_replicas
@@ -164,7 +168,7 @@ class Partition:
                 f"The size of the current ISR {set(self.state.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
             )
-        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms)
+        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms, origin=origin)
         self.maybe_increment_high_watermark()
         return info
 
@@ -203,17 +207,18 @@ class Partition:
                 if self.maybe_increment_high_watermark() and self.on_high_watermark_moved is not None:
                     self.on_high_watermark_moved(self.tp)
 
-    async def append_records(self, buf: Any, required_acks: int, now_ms: int) -> Any:
+    async def append_records(self, buf: Any, required_acks: int, now_ms: int,
+                             origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
         """Append as leader; when the append would roll the segment (Log.roll_due), roll first
         in an executor so the event loop never does the roll's file work. The common case (no
         roll due, nothing exclusive pending) appends without an await; otherwise in arrival
         order behind what is pending (:meth:`_exclusive`)."""
         if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            return self.append_records_to_leader(buf, required_acks, now_ms)
+            return self.append_records_to_leader(buf, required_acks, now_ms, origin)
         async with self._exclusive():
             if self.is_leader and self.log.roll_due(buf, now_ms):
                 await self._in_executor(self.log.roll)
-            return self.append_records_to_leader(buf, required_acks, now_ms)
+            return self.append_records_to_leader(buf, required_acks, now_ms, origin)
 
     def follows(self, leader_epoch: int | None) -> bool:
         """Still a follower at ``leader_epoch`` (None: any): the fetcher's data is for it."""

@@ -52,12 +52,13 @@ from broker.replica_fetcher import (
 )
 from broker.replica_selector import ClientMetadata, preferred_read_replica, replica_selector
 from broker.replication_quota import UNLIMITED, ReplicationQuotaManager
-from controller.image import PartitionState, TopicState
+from controller.image import INTERNAL_TOPICS, PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
 from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError, StorageError
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -977,11 +978,17 @@ class ReplicaManager(_ZkReplicaState):
         self,
         entries: list[tuple[TopicPartition, Any]],
         required_acks: int,
-        internal: bool = False,
+        internal_topics_allowed: bool = False,
         timeout_ms: int = 30000,
         order: asyncio.Lock | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> dict[TopicPartition, ProduceResult]:
-        """Append each partition's batches as leader (errors are per partition). When a log's
+        """Append each partition's batches as leader (errors are per partition), validated for
+        `origin` (Kafka's AppendOrigin: CLIENT for Produce, COORDINATOR for the coordinators'
+        writes). An internal topic (`__consumer_offsets`, `__transaction_state`) takes appends
+        only when `internal_topics_allowed` (the coordinators; a Produce from Kafka's admin
+        client id), else INVALID_TOPIC_EXCEPTION without a message, as Kafka's
+        appendToLocalLog answers (its LogAppendResult has no custom message there). When a log's
         flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the
         write is acknowledged, as Kafka flushes in the append path. `order` (the connection's)
         is held while appending, not while waiting for acks: the appends of one client's
@@ -992,16 +999,15 @@ class ReplicaManager(_ZkReplicaState):
         required: dict[TopicPartition, int] = {}
         async with order if order is not None else contextlib.nullcontext():
             for tp, records in entries:
+                if not internal_topics_allowed and tp[0] in INTERNAL_TOPICS:
+                    results[tp] = ProduceResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)
+                    continue
                 p = None
                 try:
-                    if tp[0].startswith("__") and not internal and tp[0] in ("__consumer_offsets", "__transaction_state"):
-                        raise KafkaProtocolError(
-                            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}"
-                        )
                     if records is None:
                         raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
                     p = self.get_leader_partition(*tp)
-                    info = await p.append_records(records, required_acks, now_ms)
+                    info = await p.append_records(records, required_acks, now_ms, origin)
                     results[tp] = ProduceResult(
                         base_offset=info.first_offset,
                         log_append_time=info.log_append_time,

@@ -38,7 +38,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
         if node is None or endpoint is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         return ErrorCode.NONE, node.broker_id, endpoint[0], endpoint[1]
-    topic = cache.topics[gc._topic.name]
+    topic = cache.topics[GROUP_METADATA_TOPIC]
     leader = topic.partitions[gc.partition_for(key)].leader
     node = cache.brokers.get(leader)
     if node is None:

@@ -32,7 +32,9 @@ Rebalance protocol, as Kafka:
 Offsets: OffsetCommit checks the member and generation (a commit with generation -1 and no
 member id is a "simple" commit, allowed while the group has no members), appends OffsetCommit
 records to the group's `__consumer_offsets` partition with acks=all and only then updates the
-cache. Everything is reloaded from the partitions at start-up. Every
+cache. Which partitions this broker owns, their loading (replayed by shard.py's GroupShard) and
+unloading, and the writes with their error mapping are the coordinator runtime's
+(broker.coordinator.runtime); this module is the group protocol on top of it. Every
 `offsets.retention.check.interval.ms` expired offsets (KIP-211 rules, `offsets.retention.minutes`)
 are tombstoned and Empty groups without offsets are removed.
 
@@ -50,17 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.coordinator import CoordinatorRuntime, InternalTopic
 from broker.group import records as grec
-from broker.group.metadata import (
-    GroupMetadata,
-    GroupState,
-    MemberMetadata,
-    OffsetAndMetadata,
-    partition_for,
-)
+from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from broker.group.shard import GroupShard
 from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-from protocol.errors import ErrorCode, KafkaProtocolError
-from protocol.records import Record, build_batch, decode_records, iter_batches, read_header
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -206,11 +203,16 @@ class GroupCoordinator:
     def __init__(self, server: BrokerServer) -> None:
         self.server = server
         cfg = server.config
-        self.num_partitions: int = cfg["offsets.topic.num.partitions"]
-        self.replication_factor: int = cfg["offsets.topic.replication.factor"]
-        self.segment_bytes: int = cfg["offsets.topic.segment.bytes"]
-        # this broker asked the controller to create the offsets topic, and has not seen it yet
-        self._offsets_topic_requested = False
+        # ownership of the __consumer_offsets partitions, their load and unload, and the writes
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            InternalTopic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"],
+                          cfg["offsets.topic.replication.factor"],
+                          {"cleanup.policy": "compact", "compression.type": "producer",
+                           "segment.bytes": str(cfg["offsets.topic.segment.bytes"])}),
+            lambda partition: GroupShard(self, partition),
+            replica_manager=server.replica_manager, metadata_cache=server.metadata_cache,
+            controller=server.controller, spawn=server._spawn, elections=server.zk_mode,
+            what="offsets and group metadata")
         self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
@@ -218,12 +220,6 @@ class GroupCoordinator:
         self.max_group_size: int = cfg["group.max.size"]
         self.retention_check_interval_ms: int = cfg["offsets.retention.check.interval.ms"]
         self.groups: dict[str, GroupMetadata] = {}
-        # ZooKeeper mode: offsets partitions whose groups are being loaded since this broker became
-        # their leader (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and a counter per partition that
-        # each election and resignation moves on, so a load finishing after a resignation is dropped
-        self.loading_partitions: set[int] = set()
-        self.owned_partitions: set[int] = set()  # loaded and led here (Kafka's ownedPartitions)
-        self._partition_generation: dict[int, int] = {}
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = DelayedOperationPurgatory("Heartbeat")
         self.rebalance_purgatory: DelayedOperationPurgatory[DelayedJoin | DelayedSync] = DelayedOperationPurgatory(
             "Rebalance"
@@ -237,7 +233,7 @@ class GroupCoordinator:
         await self.load()
         if self.server.controller is not None:  # ZooKeeper mode: none until one is wired in
             self.server.controller.add_listener(self.on_metadata_change)
-        self.server.replica_manager.leadership_listeners.append(self.on_leadership_change)
+        self.server.replica_manager.leadership_listeners.append(self.runtime.on_leadership_change)
         self.server._spawn(self._expire_periodically())
 
     async def _expire_periodically(self) -> None:
@@ -331,77 +327,6 @@ class GroupCoordinator:
             fut, member.sync_future = member.sync_future, None
             _resolve(fut, SyncResult(ErrorCode.NOT_COORDINATOR))
 
-    # -- leadership of __consumer_offsets partitions (ZooKeeper mode) ----------------------------
-
-    def on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
-        """LeaderAndIsr / StopReplica applied (Kafka's KafkaApis onLeadershipChange): load the
-        groups of the offsets partitions this broker now leads, unload those of the ones it
-        stopped leading, so the coordinator moves with the leadership."""
-        for topic, partition in leaders:
-            if topic == GROUP_METADATA_TOPIC:
-                self.on_election(partition)
-        for topic, partition in followers:
-            if topic == GROUP_METADATA_TOPIC:
-                self.on_resignation(partition)
-
-    def _next_generation(self, partition: int) -> int:
-        gen = self._partition_generation.get(partition, 0) + 1
-        self._partition_generation[partition] = gen
-        return gen
-
-    def on_election(self, partition: int) -> None:
-        """Kafka's GroupCoordinator.onElection: load the partition's groups and offsets in the
-        background; its groups answer COORDINATOR_LOAD_IN_PROGRESS until then."""
-        if partition in self.loading_partitions or partition in self.owned_partitions:
-            return  # loading, or loaded already (a new leader epoch of a partition we lead)
-        self.loading_partitions.add(partition)
-        self.server._spawn(self._load_partition(partition, self._next_generation(partition)))
-
-    async def _load_partition(self, partition: int, generation: int) -> None:
-        started = time.monotonic()
-        tp = (GROUP_METADATA_TOPIC, partition)
-        try:
-            p = self.server.replica_manager.partitions.get(tp)
-            if p is None or not p.is_leader:
-                return
-            entries = await asyncio.get_running_loop().run_in_executor(None, _read_key_values, p.log)
-            if self._partition_generation.get(partition) != generation:
-                return  # resigned (and maybe elected again) while reading: that one loads
-            self._apply_loaded(entries)
-            self.owned_partitions.add(partition)
-            loaded = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
-            for group in loaded:
-                for member in group.members.values():
-                    self._complete_and_schedule_next_heartbeat(group, member)
-            log.info(f"Finished loading offsets and group metadata from {GROUP_METADATA_TOPIC}-{partition} in "
-                     f"{int((time.monotonic() - started) * 1000)} milliseconds", groups=len(loaded),
-                     records=len(entries))
-        except Exception:
-            log.exception("loading groups and offsets failed", partition=partition)
-        finally:
-            if self._partition_generation.get(partition) == generation:
-                self.loading_partitions.discard(partition)
-
-    def on_resignation(self, partition: int) -> None:
-        """Kafka's GroupCoordinator.onResignation: drop the partition's groups from memory (its
-        parked joins and syncs answered NOT_COORDINATOR, so members find the new coordinator)."""
-        self._next_generation(partition)
-        self.loading_partitions.discard(partition)
-        self.owned_partitions.discard(partition)
-        unloaded = 0
-        for group_id, group in list(self.groups.items()):
-            if self.partition_for(group_id) != partition:
-                continue
-            log.info(f"Unloading group metadata for {group_id} with generation {group.generation_id}")
-            self._fail_pending(group)
-            group.transition_to(GroupState.DEAD)
-            for member_id in list(group.members):
-                self.heartbeat_purgatory.check_and_complete(("heartbeat", group_id, member_id))
-            del self.groups[group_id]
-            unloaded += 1
-        if unloaded:
-            log.info(f"Finished unloading {GROUP_METADATA_TOPIC}-{partition}. Removed {unloaded} cached groups.")
-
     async def shutdown(self) -> None:
         self.fail_pending_requests()
         await self.heartbeat_purgatory.shutdown()
@@ -409,88 +334,25 @@ class GroupCoordinator:
 
     # -- __consumer_offsets ---------------------------------------------------------------------
 
-    @property
-    def _topic(self) -> Any:
-        return self.server.metadata_cache.topic(GROUP_METADATA_TOPIC)
-
     def partition_for(self, group_id: str) -> int:
-        topic = self._topic
-        n = len(topic.partitions) if topic is not None else self.num_partitions
-        return partition_for(group_id, n)
+        return self.runtime.partition_for(group_id)
 
     def ensure_offsets_topic(self) -> bool:
-        """Create `__consumer_offsets` on first use (FindCoordinator), as Kafka does; True when
-        it exists or its creation was started (in ZooKeeper mode the controller writes it in the
-        background: FindCoordinator answers COORDINATOR_NOT_AVAILABLE until a leader is known).
-        Logged as it happens: the request once, the topic once this broker's metadata shows it,
-        not each FindCoordinator that asked while ZooKeeper could not be written."""
-        if self._topic is not None:
-            if self._offsets_topic_requested:
-                self._offsets_topic_requested = False
-                log.info("the offsets topic was created", topic=GROUP_METADATA_TOPIC,
-                         partitions=len(self._topic.partitions))
-            return True
-        controller = self.server.controller
-        if controller is None:  # ZooKeeper mode without a controller to create it with
-            return False
-        rf = min(self.replication_factor, len(self.server.metadata_cache.brokers))
-        try:
-            controller.create_topic(
-                GROUP_METADATA_TOPIC,
-                self.num_partitions,
-                rf,
-                configs={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(self.segment_bytes),  # offsets.topic.segment.bytes
-                },
-            )
-        except KafkaProtocolError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("could not create the offsets topic", error=e.message)
-                return False
-            return True
-        if self._topic is not None:  # created at once (a single node's embedded controller)
-            log.info("created the offsets topic", topic=GROUP_METADATA_TOPIC, partitions=self.num_partitions)
-        elif not self._offsets_topic_requested:
-            self._offsets_topic_requested = True
-            log.info("asked the controller to create the offsets topic", topic=GROUP_METADATA_TOPIC,
-                     partitions=self.num_partitions, replication_factor=rf)
-        return True
+        """Create `__consumer_offsets` on first use (FindCoordinator), as Kafka does (see
+        CoordinatorRuntime.ensure_topic)."""
+        return self.runtime.ensure_topic()
 
     def is_coordinator_for(self, group_id: str) -> bool:
-        if self._topic is None:
-            return False
-        p = self.server.replica_manager.partitions.get((GROUP_METADATA_TOPIC, self.partition_for(group_id)))
-        return p is not None and p.is_leader
+        return self.runtime.is_active(self.partition_for(group_id))
 
     def validate_group_status(self, group_id: str | None, allow_empty_id: bool = False) -> int | None:
         if group_id is None or (group_id == "" and not allow_empty_id):
             return ErrorCode.INVALID_GROUP_ID
-        if self._topic is not None and self.partition_for(group_id) in self.loading_partitions:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if not self.is_coordinator_for(group_id):
-            return ErrorCode.NOT_COORDINATOR
-        return None
+        return self.runtime.error_for(group_id)
 
     async def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> int:
         """Append key/value records to the group's partition with acks=all; the error code."""
-        now = int(time.time() * 1000)
-        batch = build_batch(
-            [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(entries)], base_timestamp=now
-        )
-        tp = (GROUP_METADATA_TOPIC, self.partition_for(group_id))
-        results = await self.server.replica_manager.append_records([(tp, batch)], -1, internal=True)
-        err = results[tp].error
-        if err in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                   ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if err in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-            return ErrorCode.NOT_COORDINATOR
-        if err:
-            log.warning("append to the offsets topic failed", group=group_id, error=err)
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return ErrorCode.NONE
+        return await self.runtime.append(self.partition_for(group_id), entries)
 
     def _group_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
         members = []
@@ -520,70 +382,9 @@ class GroupCoordinator:
         self.server._spawn(store())
 
     async def load(self) -> None:
-        """Rebuild groups and offsets from every led partition of `__consumer_offsets`."""
-        topic = self._topic
-        if topic is None:
-            return
-        rm = self.server.replica_manager
-        logs = [p.log for tp, p in rm.partitions.items() if tp[0] == GROUP_METADATA_TOPIC and p.is_leader]
-        loop = asyncio.get_running_loop()
-        loaded = 0
-        for lg in logs:
-            entries = await loop.run_in_executor(None, _read_key_values, lg)
-            loaded += len(entries)
-            self._apply_loaded(entries)
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._complete_and_schedule_next_heartbeat(group, member)
-        log.info("loaded groups and offsets", groups=len(self.groups), records=loaded)
-
-    def _apply_loaded(self, entries: list[tuple[bytes, bytes | None]]) -> None:
-        for key_bytes, value in entries:
-            try:
-                key = grec.decode_key(key_bytes)
-                if isinstance(key, grec.OffsetKey):
-                    tp = (key.topic, key.partition)
-                    if value is None:
-                        group = self.groups.get(key.group)
-                        if group is not None:
-                            group.offsets.pop(tp, None)
-                        continue
-                    v = grec.decode_offset_value(value)
-                    if key.group not in self.groups:
-                        self.groups[key.group] = GroupMetadata(key.group, state_timestamp=None)
-                    group = self.groups[key.group]
-                    group.offsets[tp] = OffsetAndMetadata(
-                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
-                    )
-                elif isinstance(key, grec.GroupKey):
-                    if value is None:
-                        group = self.groups.get(key.group)
-                        if group is not None:
-                            offsets = group.offsets
-                            self.groups[key.group] = GroupMetadata(key.group, offsets=offsets, state_timestamp=None)
-                            if not offsets:
-                                del self.groups[key.group]
-                        continue
-                    gv = grec.decode_group_value(value)
-                    old = self.groups.get(key.group)
-                    group = GroupMetadata(key.group, offsets=old.offsets if old else {})
-                    group.generation_id = gv.generation
-                    group.protocol_type = gv.protocol_type or None
-                    group.protocol_name = gv.protocol
-                    group.leader_id = gv.leader
-                    group.state_timestamp = gv.current_state_timestamp if gv.current_state_timestamp >= 0 else None
-                    for mv in gv.members:
-                        member = MemberMetadata(
-                            mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host, mv.rebalance_timeout,
-                            mv.session_timeout, gv.protocol_type, [(gv.protocol or "", mv.subscription)],
-                            assignment=mv.assignment,
-                        )
-                        group.add(member)
-                    group.leader_id = gv.leader if gv.leader in group.members else group.leader_id
-                    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-                    self.groups[key.group] = group
-            except (ValueError, UnicodeDecodeError) as e:
-                log.warning("skipping an unreadable __consumer_offsets record", error=str(e))
+        """Start-up: rebuild groups and offsets from every led partition of `__consumer_offsets`."""
+        records = await self.runtime.load_led_partitions()
+        log.info("loaded groups and offsets", groups=len(self.groups), records=records)
 
     # -- JoinGroup ------------------------------------------------------------------------------
 
@@ -1212,32 +1013,3 @@ class GroupCoordinator:
             result[group_id] = error
             log.info("deleted group", group=group_id, offsets=len(group.offsets))
         return result
-
-
-def _read_key_values(lg: Any) -> list[tuple[bytes, bytes | None]]:
-    """(key, value) of every data record of a log up to its log end, in offset order (runs in an
-    executor: blocking file reads). The log end, not the high watermark, as Kafka's
-    GroupMetadataManager loads: a new leader's high watermark is the one it had as a follower,
-    which may not cover the last commits yet; they are the leader's now and will be committed."""
-    out: list[tuple[bytes, bytes | None]] = []
-    offset = lg.log_start_offset
-    end = lg.log_end_offset
-    while offset < end:
-        info = lg.read(offset, 1 << 20, max_offset_exclusive=end, min_one_message=True)
-        data = info.records.read()
-        if not data:
-            break
-        last = offset
-        for pos, _size in iter_batches(data):
-            header = read_header(data, pos)
-            last = header.next_offset
-            if header.is_control or header.is_transactional:
-                continue
-            _, recs = decode_records(data, pos)
-            for r in recs:
-                if r.key is not None and r.offset is not None and r.offset >= offset:
-                    out.append((r.key, r.value))
-        if last <= offset:
-            break
-        offset = last
-    return out

@@ -1,5 +1,5 @@
 """Group and member state of the classic group protocol (Kafka's GroupMetadata.scala and
-MemberMetadata.scala), plus the `__consumer_offsets` partition mapping.
+MemberMetadata.scala).
 
 States and their valid previous states (Kafka's GroupState):
 
@@ -22,25 +22,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-
-
-def java_string_hash_code(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h >= 0x80000000 else h
-
-
-def kafka_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 (Math.abs would leave it negative)."""
-    return 0 if n == -0x80000000 else abs(n)
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """The `__consumer_offsets` partition of a group (GroupMetadataManager.partitionFor)."""
-    return kafka_abs(java_string_hash_code(group_id)) % num_partitions
 
 
 class GroupState(enum.Enum):

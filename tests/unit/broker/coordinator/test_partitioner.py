@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.group.metadata import java_string_hash_code, kafka_abs, partition_for
+from broker.coordinator.partitioner import java_string_hash_code, kafka_abs, partition_for
 
 
 @pytest.mark.parametrize(

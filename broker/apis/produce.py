@@ -8,6 +8,10 @@
   rewrites base offsets in place and appends (see storage.log). Errors are per partition:
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, INVALID_RECORD,
   MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, NOT_ENOUGH_REPLICAS, and the idempotence errors.
+* An internal topic (`__consumer_offsets`, `__transaction_state`) is written by its coordinator
+  only: a Produce to it gets INVALID_TOPIC_EXCEPTION with no error message and offsets -1, as
+  Kafka's ReplicaManager.appendToLocalLog answers, unless its client id is Kafka's admin client
+  id `__admin_client` (KafkaApis' internalTopicsAllowed).
 * Before the append, as Kafka's KafkaApis: a request with transactional batches but no
   transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; v3+ records
   must be exactly one batch of magic 2 (ProduceRequest.validateRecords: INVALID_RECORD, or
@@ -49,6 +53,8 @@ from protocol.messages.produce_response import (
 from protocol.records import ATTRIBUTES, COMPRESSION_MASK, LOG_OVERHEAD, MAGIC, TRANSACTIONAL_MASK
 
 HEADER_SIZE_UP_TO_MAGIC = 17  # Kafka's Records.HEADER_SIZE_UP_TO_MAGIC
+# Kafka's AdminUtils.ADMIN_CLIENT_ID: the one client id whose Produce may append to an internal topic
+ADMIN_CLIENT_ID = "__admin_client"
 RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest length any batch has
 _INT32 = struct.Struct(">i")
 
@@ -157,7 +163,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                     continue
             entries.append((tp, p.records))
     results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms,
-                                      order=ctx.connection.append_order)
+                                      order=ctx.connection.append_order,
+                                      internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID)
     results.update(invalid)
     if req.acks == 0:
         return None

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from broker.coordinator import partition_for
 from protocol.errors import ErrorCode
 from protocol.messages import (
     FindCoordinatorRequest,
@@ -17,13 +18,16 @@ from protocol.messages import (
     LeaveGroupRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    ProduceRequest,
     SyncGroupRequest,
 )
 from protocol.messages import join_group_request as jgr
 from protocol.messages import leave_group_request as lgr
 from protocol.messages import offset_commit_request as ocr
 from protocol.messages import offset_fetch_request as ofr
+from protocol.messages import produce_request as pr
 from protocol.messages import sync_group_request as sgr
+from protocol.records import Record, build_batch
 from tests.broker_process import FAST_GROUPS, BrokerProcess
 from tests.client_waits import poll_until_assigned
 from tests.raw_client import RawConnection
@@ -523,3 +527,44 @@ def test_sigterm_answers_parked_joins_instead_of_waiting_for_them(tmp_path: Path
         a.close()
         n.close()
         b.stop()
+
+
+def test_a_client_produce_to_the_offsets_topic_is_refused_while_commits_work(
+        gbroker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    """`__consumer_offsets` is written by the group coordinator only: a producer's append is
+    INVALID_TOPIC_EXCEPTION with no message and offsets -1, as Kafka 3.9's appendToLocalLog
+    answers; Kafka's admin client id may append (internalTopicsAllowed). The coordinator's own
+    writes (origin COORDINATOR) go on: commits are stored and read back."""
+    admin.create_topics([NewTopic("plain", 1, 1)])
+    tp = TopicPartition("plain", 0)
+    c = consumer(gbroker, "refused")
+    try:
+        c.assign([tp])
+        c.commit({tp: OffsetAndMetadata(4, "four", -1)})  # creates __consumer_offsets on the way
+        group_partition = partition_for("refused", 50)  # offsets.topic.num.partitions' default
+        import confluent_kafka
+
+        reports: list[Any] = []
+        p = confluent_kafka.Producer({"bootstrap.servers": gbroker.bootstrap, "message.timeout.ms": 30000})
+        p.produce("__consumer_offsets", b"v", key=b"k", partition=group_partition,
+                  on_delivery=lambda err, _msg: reports.append(err))
+        assert p.flush(30) == 0
+        del p  # librdkafka's threads stop with its last reference
+        assert [e.code() for e in reports] == [confluent_kafka.KafkaError.TOPIC_EXCEPTION]  # librdkafka: not retried
+        batch = build_batch([Record(offset_delta=0, key=b"k", value=b"v")])
+        request = ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[pr.TopicProduceData(
+            name="__consumer_offsets", partition_data=[pr.PartitionProduceData(index=group_partition, records=batch)])])
+        with RawConnection(gbroker.port, "raw-producer") as raw:
+            refused = raw.call(0, 9, request).responses[0].partition_responses[0]
+        assert (refused.error_code, refused.error_message, refused.base_offset, refused.log_start_offset) == (
+            ErrorCode.INVALID_TOPIC_EXCEPTION, None, -1, -1)
+        with RawConnection(gbroker.port, "__admin_client") as raw:
+            assert raw.call(0, 9, request).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+        assert c.committed(tp) == 4
+        c.commit({tp: OffsetAndMetadata(6, "six", -1)})
+        assert c.committed(tp) == 6
+        offsets = admin.list_group_offsets({"refused": None})["refused"]
+        assert {t: (om.offset, om.metadata) for t, om in offsets.items()} == {tp: (6, "six")}
+    finally:
+        c.close()

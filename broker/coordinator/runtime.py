@@ -30,6 +30,11 @@ What it owns:
   UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorRuntime maps them. A write to a partition that is
   loading, or that resigned while the write waited for its acks, is NOT_COORDINATOR: the state it
   was computed from is not this broker's any more (Kafka fails such writes on unload).
+* Timers (Kafka's CoordinatorTimer): `schedule(partition, key, delay_ms, fn)` runs `fn` on the
+  event loop after `delay_ms`, on the runtime's timing wheel (SystemTimer), for an active
+  partition; scheduling a key again replaces its timer, `cancel` drops it, and a partition's
+  timers are cancelled when it resigns, so a timer never acts on state that is not this
+  broker's (a shard's timeouts, e.g. transaction timeouts).
 
 Threading: none. Everything runs on the event loop; the only awaits are the load's read (in an
 executor) and the write's acks, after each of which the context is checked again.
@@ -48,6 +53,7 @@ import structlog
 
 from broker.coordinator.loader import KeyValue, read_key_values
 from broker.coordinator.partitioner import partition_for
+from broker.timer import CallbackTimerTask, SystemTimer, TimerTask
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.records import Record, build_batch
 from storage.producer_state import AppendOrigin
@@ -111,6 +117,7 @@ class CoordinatorContext(Generic[S]):
     epoch: int  # the leader epoch the partition was taken (or last re-elected) at
     state: CoordinatorState
     shard: S | None = None
+    timers: dict[str, TimerTask] = field(default_factory=dict)  # by key, while active
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,17 @@ class CoordinatorRuntime(Generic[S]):
         self._write_timeout_ms = write_timeout_ms
         self._contexts: dict[int, CoordinatorContext[S]] = {}
         self._topic_requested = False  # asked the controller to create the topic, not seen yet
+        self._timer = SystemTimer(f"{topic.name}-coordinator")
+
+    def start(self) -> None:
+        """Start the timers' reaper (needs the running loop)."""
+        self._timer.start()
+
+    async def shutdown(self) -> None:
+        """Stop the timers; pending ones never run."""
+        for ctx in self._contexts.values():
+            self._cancel_timers(ctx)
+        await self._timer.shutdown()
 
     # -- the topic --------------------------------------------------------------------------------
 
@@ -285,6 +303,7 @@ class CoordinatorRuntime(Generic[S]):
                      f"current epoch is {ctx.epoch}.")
             return
         del self._contexts[partition]
+        self._cancel_timers(ctx)
         if ctx.shard is not None:
             ctx.shard.on_unloaded()
 
@@ -334,6 +353,43 @@ class CoordinatorRuntime(Generic[S]):
         log.info(f"Finished loading {self._what} from {name} in {int((time.monotonic() - started) * 1000)} "
                  f"milliseconds for epoch {ctx.epoch}", records=len(entries))
         return len(entries)
+
+    # -- timers -----------------------------------------------------------------------------------
+
+    def schedule(self, partition: int, key: str, delay_ms: int, fn: Callable[[], object]) -> bool:
+        """Run `fn` in `delay_ms` if the partition is still this broker's context then, replacing
+        the partition's timer of the same `key`. False (nothing scheduled) when the partition is
+        not active here. An exception from `fn` is logged; the timer is gone either way."""
+        ctx = self._active(partition)
+        if ctx is None:
+            return False
+
+        def expired() -> None:  # a replaced or resigned timer was cancelled: it never gets here
+            del ctx.timers[key]
+            try:
+                fn()
+            except Exception:
+                log.exception(f"timer {key} of {self.topic.name}-{partition} failed")
+
+        task = CallbackTimerTask(delay_ms, expired)
+        old = ctx.timers.get(key)
+        if old is not None:
+            old.cancel()
+        ctx.timers[key] = task
+        self._timer.add(task)
+        return True
+
+    def cancel(self, partition: int, key: str) -> None:
+        ctx = self._contexts.get(partition)
+        task = ctx.timers.pop(key, None) if ctx is not None else None
+        if task is not None:
+            task.cancel()
+
+    @staticmethod
+    def _cancel_timers(ctx: CoordinatorContext[Any]) -> None:
+        for task in ctx.timers.values():
+            task.cancel()
+        ctx.timers.clear()
 
     # -- writes -----------------------------------------------------------------------------------
 

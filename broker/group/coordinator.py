@@ -230,6 +230,7 @@ class GroupCoordinator:
     async def startup(self) -> None:
         self.heartbeat_purgatory.start()
         self.rebalance_purgatory.start()
+        self.runtime.start()
         await self.load()
         if self.server.controller is not None:  # ZooKeeper mode: none until one is wired in
             self.server.controller.add_listener(self.on_metadata_change)
@@ -331,6 +332,7 @@ class GroupCoordinator:
         self.fail_pending_requests()
         await self.heartbeat_purgatory.shutdown()
         await self.rebalance_purgatory.shutdown()
+        await self.runtime.shutdown()
 
     # -- __consumer_offsets ---------------------------------------------------------------------
 

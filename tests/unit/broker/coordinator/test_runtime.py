@@ -252,3 +252,48 @@ async def test_internal_topics_take_coordinator_appends_only(server: BrokerServe
     [as_coordinator] = (await rm.append_records([(tp, marker)], -1, internal_topics_allowed=True,
                                                 origin=AppendOrigin.COORDINATOR)).values()
     assert (as_coordinator.error, as_coordinator.base_offset) == (ErrorCode.NONE, 0)
+
+
+async def test_timers_run_for_active_partitions_and_die_with_their_context(server: BrokerServer) -> None:
+    """Kafka's CoordinatorTimer: a key's timer runs once, a key scheduled again replaces its
+    timer, `cancel` drops it, and a resignation cancels the partition's timers (a re-election
+    does not bring them back). Each check waits for a later timer that must run after it."""
+    shards: list[RecordingShard] = []
+    rt = await elected(server, shards, 0)
+    rt.start()
+    fired: list[str] = []
+    done = asyncio.Event()
+
+    def fire(name: str, last: bool = False) -> Callable[[], None]:
+        def run() -> None:
+            fired.append(name)
+            if last:
+                done.set()
+        return run
+
+    async def until_fired(partition: int, delay_ms: int) -> None:
+        done.clear()
+        assert rt.schedule(partition, "probe", delay_ms, fire("probe", last=True))
+        await asyncio.wait_for(done.wait(), 5)
+
+    try:
+        assert not rt.schedule(1, "k", 10, fire("never"))  # partition 1 is not this runtime's
+        assert rt.schedule(0, "k", 10, fire("replaced"))
+        assert rt.schedule(0, "k", 20, fire("k"))
+        assert rt.schedule(0, "cancelled", 10, fire("cancelled"))
+        rt.cancel(0, "cancelled")
+        assert rt._timer.size == 1  # "k" only: the replaced and the cancelled timers left the wheel
+        await until_fired(0, 60)
+        assert fired == ["k", "probe"]
+
+        assert rt.schedule(0, "resigned", 20, fire("resigned"))
+        assert rt._timer.size == 1
+        rt.on_resignation(0, 1)
+        assert rt._timer.size == 0  # cancelled, not left to expire
+        again = rt.on_election(0, 2)
+        assert again is not None
+        await again
+        await until_fired(0, 60)
+        assert fired == ["k", "probe", "probe"]
+    finally:
+        await rt.shutdown()

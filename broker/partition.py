@@ -157,8 +157,10 @@ class Partition:
 
     def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int,
                                  origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
-        """Append as leader with the log's validation for `origin` (a client's batches are
-        checked as a producer's; a coordinator's as Kafka's AppendOrigin.COORDINATOR)."""
+        """Append as leader (Kafka's appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER off the
+        leader, NOT_ENOUGH_REPLICAS for acks=all under min.insync.replicas; ``origin`` says how
+        the log validates (a client's batches as a producer's; COORDINATOR: the coordinators'
+        records and transaction markers, see storage.producer_state)."""
         if not self.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         min_isr = self.log.config.min_insync_replicas

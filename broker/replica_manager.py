@@ -985,8 +985,9 @@ class ReplicaManager(_ZkReplicaState):
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches as leader (errors are per partition), validated for
         `origin` (Kafka's AppendOrigin: CLIENT for Produce, COORDINATOR for the coordinators'
-        writes). An internal topic (`__consumer_offsets`, `__transaction_state`) takes appends
-        only when `internal_topics_allowed` (the coordinators; a Produce from Kafka's admin
+        writes and transaction markers, as Kafka's appendRecords passes it to
+        UnifiedLog.appendAsLeader). An internal topic (`__consumer_offsets`, `__transaction_state`) takes appends
+        only when `internal_topics_allowed` (the coordinators, markers; a Produce from Kafka's admin
         client id), else INVALID_TOPIC_EXCEPTION without a message, as Kafka's
         appendToLocalLog answers (its LogAppendResult has no custom message there). When a log's
         flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the

@@ -1,0 +1,111 @@
+"""A raw transactional producer and a transaction coordinator's marker requests, for tests of the
+partition side of transactions: batches with the transactional flag, producer id/epoch and
+sequences built with protocol.records, WriteTxnMarkers as a coordinator sends it, and the
+observable results (ListOffsets per isolation level, read_committed Fetch's aborted list)."""
+
+from __future__ import annotations
+
+import time
+
+from protocol.messages import (
+    CreateTopicsRequest,
+    FetchRequest,
+    InitProducerIdRequest,
+    ListOffsetsRequest,
+    ProduceRequest,
+    WriteTxnMarkersRequest,
+)
+from protocol.messages import create_topics_request as ct
+from protocol.messages import fetch_request as fr
+from protocol.messages import list_offsets_request as lr
+from protocol.messages import produce_request as pr
+from protocol.messages import write_txn_markers_request as wr
+from protocol.records import Record, build_batch
+from tests.raw_client import RawConnection
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+TopicPartition = tuple[str, int]
+
+
+def create_topic(conn: RawConnection, name: str, partitions: int, replication_factor: int = 1,
+                 configs: dict[str, str] | None = None) -> None:
+    resp = conn.call(19, 7, CreateTopicsRequest(topics=[ct.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+        configs=[ct.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
+        timeout_ms=30000, validate_only=False))
+    assert resp.topics[0].error_code == 0, resp.topics[0]
+
+
+def init_producer_id(conn: RawConnection) -> int:
+    """A producer id (epoch 0) from InitProducerId without a transactional id: enough for the
+    storage side, which knows producers by id and epoch only."""
+    resp = conn.call(22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                  producer_id=-1, producer_epoch=-1))
+    assert resp.error_code == 0, resp
+    return resp.producer_id
+
+
+class TxnProducer:
+    """One producer id's transactional batches, its sequence per partition kept as a real
+    producer keeps it."""
+
+    def __init__(self, conn: RawConnection, producer_id: int, epoch: int = 0, transactional_id: str = "txn") -> None:
+        self.conn = conn
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.transactional_id = transactional_id
+        self.sequences: dict[TopicPartition, int] = {}
+
+    def send(self, tp: TopicPartition, values: list[str], conn: RawConnection | None = None) -> tuple[int, int]:
+        """(error, base offset) of one transactional batch of ``values`` (keys k-<value>), on
+        ``conn`` (the partition leader's) or the producer's own connection."""
+        seq = self.sequences.get(tp, 0)
+        batch = build_batch(
+            [Record(0, i, i, f"k-{v}".encode(), v.encode(), []) for i, v in enumerate(values)],
+            base_timestamp=int(time.time() * 1000), producer_id=self.producer_id, producer_epoch=self.epoch,
+            base_sequence=seq, is_transactional=True)
+        resp = (conn or self.conn).call(0, 9, ProduceRequest(transactional_id=self.transactional_id, acks=-1, timeout_ms=10000,
+                                                   topic_data=[pr.TopicProduceData(name=tp[0], partition_data=[
+                                                       pr.PartitionProduceData(index=tp[1], records=batch)])]))
+        part = resp.responses[0].partition_responses[0]
+        if part.error_code == 0:
+            self.sequences[tp] = seq + len(values)
+        return part.error_code, part.base_offset
+
+
+def write_markers(conn: RawConnection, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                  tps: list[TopicPartition], version: int = 1) -> dict[TopicPartition, int]:
+    """One WriteTxnMarkers marker as a coordinator sends it; the error code per partition."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in tps:
+        topics.setdefault(topic, []).append(index)
+    resp = conn.call(27, version, WriteTxnMarkersRequest(markers=[wr.WritableTxnMarker(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+        coordinator_epoch=coordinator_epoch,
+        topics=[wr.WritableTxnMarkerTopic(name=t, partition_indexes=p) for t, p in topics.items()])]))
+    (result,) = resp.markers
+    assert result.producer_id == producer_id
+    return {(t.name, p.partition_index): p.error_code for t in result.topics for p in t.partitions}
+
+
+def list_offset(conn: RawConnection, tp: TopicPartition, isolation_level: int) -> int:
+    """ListOffsets' latest offset: the last stable offset for read_committed, else the high
+    watermark."""
+    resp = conn.call(2, 7, ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
+        lr.ListOffsetsTopic(name=tp[0], partitions=[lr.ListOffsetsPartition(partition_index=tp[1], timestamp=-1)])]))
+    part = resp.topics[0].partitions[0]
+    assert part.error_code == 0, part
+    return part.offset
+
+
+def fetch_committed(conn: RawConnection, tp: TopicPartition) -> tuple[int, list[tuple[int, int]]]:
+    """A read_committed Fetch from offset 0: (last stable offset, aborted transactions as
+    (producer id, first offset)) -- what the consumer gets from the ``.txnindex``."""
+    resp = conn.call(1, 12, FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                         isolation_level=READ_COMMITTED, topics=[fr.FetchTopic(
+                                             topic=tp[0], partitions=[fr.FetchPartition(
+                                                 partition=tp[1], fetch_offset=0, partition_max_bytes=1 << 20)])]))
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0, part
+    return part.last_stable_offset, [(a.producer_id, a.first_offset) for a in part.aborted_transactions]

@@ -5,10 +5,11 @@ Each broker is broker 1 of its own cluster (a chroot of one real ZooKeeper); the
 controller seat of both (/controller = 7, so neither broker's own controller acts) and sends both
 the same sequence: UpdateMetadata v8, LeaderAndIsr v7 (leader of one partition, follower of
 another, not a replica of a third), client requests (Metadata, Produce v11 with KIP-951's current
-leader, Fetch v12 from a follower, ListOffsets, OffsetForLeaderEpoch), then every fenced case --
-equal, older leader epochs, another topic id, an older controller or broker epoch, StopReplica
-with an older leader epoch, without and with delete -- and a partial UpdateMetadata. Every answer
-(error codes per partition, leaders, epochs, rack, the cache's view) must be equal; only the
+leader, Fetch v12 from a follower, ListOffsets, OffsetForLeaderEpoch), a coordinator's
+WriteTxnMarkers, then every fenced case -- equal, older leader epochs, another topic id, an older
+controller or broker epoch, StopReplica with an older leader epoch, without and with delete,
+markers to the stopped partitions -- and a partial UpdateMetadata. Every answer (error codes per
+partition, leaders, epochs, rack, the cache's view) must be equal; only the
 brokers' own ports differ and are left out."""
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from protocol.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     ListPartitionReassignmentsRequest,
+    WriteTxnMarkersRequest,
 )
 from protocol.messages.alter_partition_reassignments_request import (
     ReassignablePartition,
@@ -35,6 +37,7 @@ from protocol.messages.alter_partition_reassignments_request import (
 )
 from protocol.messages.create_partitions_request import CreatePartitionsTopic
 from protocol.messages.create_topics_request import CreatableTopic
+from protocol.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
 from tests.broker_process import BrokerProcess
 from tests.cluster.control_requests import Client, Controller, Part, metadata_view, partition_errors
 from tests.compat.test_zk_znodes import ZkModeKafka
@@ -58,6 +61,17 @@ def view(resp: Any) -> dict[str, Any]:
     m["brokers"] = [(b[0], b[3]) for b in m["brokers"]]  # the own port differs
     del m["cluster_id"]
     return m
+
+
+async def write_txn_markers(client: Client, tps: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """A COMMIT marker (v1) of producer 4000 for ``tps``; (topic, partition, error) sorted."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in tps:
+        topics.setdefault(topic, []).append(index)
+    r = await client.send(WriteTxnMarkersRequest(markers=[WritableTxnMarker(
+        producer_id=4000, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=[WritableTxnMarkerTopic(name=t, partition_indexes=p) for t, p in topics.items()])]), 1)
+    return sorted((t.name, p.partition_index, p.error_code) for m in r.markers for t in m.topics for p in t.partitions)
 
 
 async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
@@ -89,6 +103,9 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
             out.append((f"Produce t-{p}", r.error_code, r.base_offset, r.current_leader.leader_id,
                         r.current_leader.leader_epoch, [(n.node_id, n.port, n.rack) for n in resp.node_endpoints]))
         out.append(("Produce unknown", (await client.produce("nope", 0, b"x"))[1].error_code))
+        # a coordinator's markers: the leader writes (ISR [1]: acks=all at once), a follower
+        # refuses, a partition not hosted here is unknown (Produce says NOT_LEADER_OR_FOLLOWER)
+        out.append(("WriteTxnMarkers", await write_txn_markers(client, [("t", 0), ("t", 1), ("t", 2), ("nope", 0)])))
         for p in (0, 1, 2):
             f = await client.fetch("t", p)
             out.append((f"Fetch v12 t-{p}", f.error_code, f.high_watermark))
@@ -144,6 +161,8 @@ async def conversation(port: int, kzk: KafkaZkClient) -> list[tuple[Any, ...]]:
             r = await controller.stop_replica(1, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
                                               parts=stops)
             out.append((f"StopReplica, {label}", stop_replica(r)))
+        # t-0 deleted (unknown now), t-1 stopped without delete (still hosted, not led)
+        out.append(("WriteTxnMarkers after StopReplica", await write_txn_markers(client, [("t", 0), ("t", 1)])))
         for p in (0, 1):
             _, r = await client.produce("t", p, b"x")
             out.append((f"Produce t-{p} after StopReplica", r.error_code, r.current_leader.leader_id,
@@ -186,6 +205,8 @@ async def test_controller_requests_are_answered_as_kafka_39_does(zookeeper: ZooK
     assert answers["ListOffsets t-1 from a debugging client"] == (0, 0)
     assert answers["LeaderAndIsr, older broker epoch"][0] == 77
     assert answers["StopReplica, older leader epoch"] == ((0, [("t", 0, 74)]),)
+    assert answers["WriteTxnMarkers"] == ([("nope", 0, 3), ("t", 0, 0), ("t", 1, 6), ("t", 2, 3)],)
+    assert answers["WriteTxnMarkers after StopReplica"] == ([("t", 0, 3), ("t", 1, 6)],)
     assert answers["CreateTopics"] == ([("new", 41, -1)],)  # NOT_CONTROLLER
     assert answers["DeleteTopics"] == ([("t", 41)],)
     assert answers["AlterPartitionReassignments"][0] == answers["ListPartitionReassignments"][0] == 41

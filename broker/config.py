@@ -61,7 +61,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("queued.max.request.bytes", "long", 104857600, "Bytes of partly received requests held across all connections; a connection whose request does not fit waits unread (Kafka's default -1 = unbounded; -1 or 0 here too).", _at_least(-1), "[-1,...]"),
     D("queued.max.response.bytes", "long", 16777216, "Odradek: finished but unsent response bytes per connection above which the connection is not read until they drain.", _at_least(1), "[1,...]"),
     D("socket.request.receive.timeout.ms", "long", 30000, "Odradek: a connection whose request has not fully arrived this long after its first byte is closed (slowloris); 0 = never.", _at_least(0), "[0,...]"),
-    D("request.timeout.ms", "int", 30000, "Upper bound used for internal requests."),
+    D("request.timeout.ms", "int", 30000, "Upper bound used for internal requests, and for the acks=all wait of the transaction markers a WriteTxnMarkers appends."),
     D("message.max.bytes", "int", 1048588, "Largest record batch (topic config max.message.bytes).", _at_least(0), "[0,...]"),
     D("log.segment.bytes", "int", 1073741824, "Segment size (topic config segment.bytes).", _at_least(14), "[14,...]"),
     D("log.roll.hours", "int", 168, "Segment age before a roll, in hours.", _at_least(1), "[1,...]"),

@@ -6,6 +6,7 @@ observable results (ListOffsets per isolation level, read_committed Fetch's abor
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from protocol.messages import (
     CreateTopicsRequest,
@@ -21,6 +22,7 @@ from protocol.messages import list_offsets_request as lr
 from protocol.messages import produce_request as pr
 from protocol.messages import write_txn_markers_request as wr
 from protocol.records import Record, build_batch
+from storage.txn_index import AbortedTxn, TransactionIndex
 from tests.raw_client import RawConnection
 
 READ_UNCOMMITTED = 0
@@ -109,3 +111,16 @@ def fetch_committed(conn: RawConnection, tp: TopicPartition) -> tuple[int, list[
     part = resp.responses[0].partitions[0]
     assert part.error_code == 0, part
     return part.last_stable_offset, [(a.producer_id, a.first_offset) for a in part.aborted_transactions]
+
+
+def indexed_aborts(log_dir: Path, tp: TopicPartition) -> list[AbortedTxn]:
+    """The aborted transactions in the partition's ``.txnindex`` files on disk, in order (read
+    while the broker runs: index entries are written through at the append)."""
+    out: list[AbortedTxn] = []
+    for path in sorted((log_dir / f"{tp[0]}-{tp[1]}").glob("*.txnindex")):
+        index = TransactionIndex(int(path.name.split(".")[0]), path)
+        try:
+            out += index.all_aborted_txns()
+        finally:
+            index.close()
+    return out

@@ -10,6 +10,7 @@ import time
 import uuid
 
 from protocol.errors import ErrorCode
+from storage.txn_index import AbortedTxn
 from tests.cluster.processes import IDS, PROMISE_S, RF3, WAIT, Cluster, cluster_fixture, partitions
 from tests.raw_client import RawConnection
 from tests.txn_raw import (
@@ -17,6 +18,7 @@ from tests.txn_raw import (
     READ_UNCOMMITTED,
     TxnProducer,
     fetch_committed,
+    indexed_aborts,
     init_producer_id,
     list_offset,
     write_markers,
@@ -85,6 +87,10 @@ async def test_markers_replicate_and_survive_the_leaders_kill(cluster: Cluster) 
         assert c.send(pa, ["c1"]) == (0, 5)  # left open
         before = {tp: _state(at_victim, tp) for tp in (pa, pb)}
         assert before == {pa: (6, 5, [(b.producer_id, 2)]), pb: (4, 4, [(b.producer_id, 1)])}
+        # acks=all: every replica had B's ABORT when it was answered, indexed as the leader did
+        aborts = {i: [indexed_aborts(cluster.brokers[i].log_dir, tp) for tp in (pa, pb)] for i in IDS}
+        assert aborts[victim] == [[AbortedTxn(b.producer_id, 2, 4, 5)], [AbortedTxn(b.producer_id, 1, 3, 4)]]
+        assert all(a == aborts[victim] for a in aborts.values()), aborts
         assert read_committed(cluster.brokers[other].bootstrap, [pa, pb, pc], 4) == ["a1", "a2", "a3", "a4"]
 
         # acks=all: the followers had the markers when they were answered; the leader dies

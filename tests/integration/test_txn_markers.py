@@ -23,6 +23,7 @@ from tests.txn_raw import (
     TxnProducer,
     create_topic,
     fetch_committed,
+    indexed_aborts,
     init_producer_id,
     list_offset,
     write_markers,
@@ -122,26 +123,15 @@ def _scenario(conn: RawConnection) -> None:
 
 def test_aborted_transactions_are_in_the_txnindex(written: BrokerProcess) -> None:
     """The fixture's scenario checked each answer, LSO and aborted list as the markers came; the
-    two ABORTs of transactions with data are in their segments' .txnindex files as Kafka writes
-    them (first and marker offset, the LSO once the transaction ended), the COMMITs are not."""
-    from storage.txn_index import AbortedTxn, TransactionIndex
-
-    def indexed(partition: int) -> list[AbortedTxn]:
-        out: list[AbortedTxn] = []
-        for path in sorted((written.log_dir / f"{TOPIC}-{partition}").glob("*.txnindex")):
-            index = TransactionIndex(int(path.name.split(".")[0]), path)
-            try:
-                out += index.all_aborted_txns()
-            finally:
-                index.close()
-        return out
-
+    ABORTs of transactions with data (B's on P0 and P2, C's fenced one on P1) are in their
+    segments' .txnindex files as Kafka writes them (first and marker offset, the LSO once the
+    transaction ended), the COMMITs are not."""
     with RawConnection(written.port, "txn-check") as conn:
         pids = {pid for tp in (P0, P1, P2) for pid, _ in fetch_committed(conn, tp)[1]}
     assert len(pids) == 2  # B's and C's
-    (b0,) = indexed(0)
-    (c1,) = indexed(1)
-    (b2,) = indexed(2)
+    (b0,) = indexed_aborts(written.log_dir, P0)
+    (c1,) = indexed_aborts(written.log_dir, P1)
+    (b2,) = indexed_aborts(written.log_dir, P2)
     assert b0.producer_id == b2.producer_id != c1.producer_id and {b0.producer_id, c1.producer_id} == pids
     assert (b0.first_offset, b0.last_offset, b0.last_stable_offset) == (2, 4, 5)
     assert (b2.first_offset, b2.last_offset, b2.last_stable_offset) == (0, 4, 5)

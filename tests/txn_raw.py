@@ -6,6 +6,8 @@ observable results (ListOffsets per isolation level, read_committed Fetch's abor
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from protocol.messages import (
@@ -124,3 +126,46 @@ def indexed_aborts(log_dir: Path, tp: TopicPartition) -> list[AbortedTxn]:
         finally:
             index.close()
     return out
+
+
+def drain(poll: Callable[[], list[str]], want: int, settle_s: float = 1.5, limit_s: float = 30.0) -> list[str]:
+    """Values from ``poll()`` (a list per call, waiting a little) until ``want`` arrived and
+    nothing more came for ``settle_s`` -- so that an extra record would be seen -- bounded by
+    ``limit_s``."""
+    got: list[str] = []
+    deadline = time.monotonic() + limit_s
+    quiet_since = None
+    while time.monotonic() < deadline:
+        batch = poll()
+        if batch:
+            got += batch
+            quiet_since = None
+        elif len(got) >= want:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= settle_s:
+                break
+    return got
+
+
+def confluent_values(bootstrap: str, tps: list[TopicPartition], want: int,
+                     isolation: str = "read_committed") -> list[str]:
+    """The values a confluent-kafka (librdkafka) consumer with ``isolation.level`` reads from the
+    start of ``tps`` (assigned, nothing committed), sorted; see :func:`drain`."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cg-{uuid.uuid4()}",
+                         "isolation.level": isolation, "enable.auto.commit": False})
+    try:
+        consumer.assign([CTopicPartition(t, p, OFFSET_BEGINNING) for t, p in tps])
+
+        def poll() -> list[str]:
+            m = consumer.poll(0.2)
+            if m is None:
+                return []
+            assert m.error() is None, m.error()
+            return [m.value().decode()]
+
+        return sorted(drain(poll, want))
+    finally:
+        consumer.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 from protocol.errors import ErrorCode
 from storage.txn_index import AbortedTxn
@@ -17,6 +16,7 @@ from tests.txn_raw import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     TxnProducer,
+    confluent_values,
     fetch_committed,
     indexed_aborts,
     init_producer_id,
@@ -25,33 +25,6 @@ from tests.txn_raw import (
 )
 
 cluster = cluster_fixture("replica.lag.time.max.ms=2000")
-
-
-def read_committed(bootstrap: str, tps: list[tuple[str, int]], want: int) -> list[str]:
-    """Values a confluent-kafka read_committed consumer reads from the start of ``tps``: until
-    ``want`` arrived and nothing more for 1.5 s, bounded."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cg-{uuid.uuid4()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    got: list[str] = []
-    try:
-        consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in tps])
-        deadline = time.monotonic() + WAIT
-        quiet_since = None
-        while time.monotonic() < deadline:
-            m = consumer.poll(0.2)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m.value().decode())
-                quiet_since = None
-            elif len(got) >= want:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= 1.5:
-                    break
-    finally:
-        consumer.close()
-    return sorted(got)
 
 
 def _state(conn: RawConnection, tp: tuple[str, int]) -> tuple[int, int, list[tuple[int, int]]]:
@@ -69,6 +42,10 @@ async def test_markers_replicate_and_survive_the_leaders_kill(cluster: Cluster) 
     pa, pb = [("rf3", p) for p, r in RF3.items() if r[0] == victim]  # the victim leads them
     pc = next(("rf3", p) for p, r in RF3.items() if r[0] == other)
     conns = {i: RawConnection(cluster.ports[i], "txn-cluster") for i in IDS}
+
+    async def read_committed(want: int) -> list[str]:  # confluent-kafka, off the test's loop
+        return await asyncio.to_thread(confluent_values, cluster.brokers[other].bootstrap, [pa, pb, pc], want)
+
     try:
         at_victim = conns[victim]
         a = TxnProducer(at_victim, init_producer_id(at_victim))
@@ -91,7 +68,7 @@ async def test_markers_replicate_and_survive_the_leaders_kill(cluster: Cluster) 
         aborts = {i: [indexed_aborts(cluster.brokers[i].log_dir, tp) for tp in (pa, pb)] for i in IDS}
         assert aborts[victim] == [[AbortedTxn(b.producer_id, 2, 4, 5)], [AbortedTxn(b.producer_id, 1, 3, 4)]]
         assert all(a == aborts[victim] for a in aborts.values()), aborts
-        assert read_committed(cluster.brokers[other].bootstrap, [pa, pb, pc], 4) == ["a1", "a2", "a3", "a4"]
+        assert await read_committed(4) == ["a1", "a2", "a3", "a4"]
 
         # acks=all: the followers had the markers when they were answered; the leader dies
         cluster.brokers[victim].kill()
@@ -109,14 +86,14 @@ async def test_markers_replicate_and_survive_the_leaders_kill(cluster: Cluster) 
                 break
             await asyncio.sleep(0.05)
         assert after == before
-        assert read_committed(cluster.brokers[other].bootstrap, [pa, pb, pc], 4) == ["a1", "a2", "a3", "a4"]
+        assert await read_committed(4) == ["a1", "a2", "a3", "a4"]
 
         # the new leader knows B's last coordinator epoch (3) and C's open transaction
         new_a = conns[leaders[pa]]
         assert write_markers(new_a, b.producer_id, 0, True, 2, [pa]) == {pa: ErrorCode.TRANSACTION_COORDINATOR_FENCED}
         assert write_markers(new_a, c.producer_id, 0, True, 4, [pa]) == {pa: 0}
         assert _state(new_a, pa) == (7, 7, [(b.producer_id, 2)])
-        assert read_committed(cluster.brokers[other].bootstrap, [pa, pb, pc], 5) == ["a1", "a2", "a3", "a4", "c1"]
+        assert await read_committed(5) == ["a1", "a2", "a3", "a4", "c1"]
     finally:
         for conn in conns.values():
             conn.close()

@@ -6,8 +6,6 @@ answers are Kafka's."""
 
 from __future__ import annotations
 
-import time
-import uuid
 import warnings
 from collections.abc import Iterator
 
@@ -21,7 +19,9 @@ from tests.txn_raw import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     TxnProducer,
+    confluent_values,
     create_topic,
+    drain,
     fetch_committed,
     indexed_aborts,
     init_producer_id,
@@ -138,44 +138,10 @@ def test_aborted_transactions_are_in_the_txnindex(written: BrokerProcess) -> Non
     assert (c1.first_offset, c1.last_offset, c1.last_stable_offset) == (2, 3, 4)
 
 
-def _drain(poll: object, want: int, settle_s: float = 1.5, limit_s: float = 30.0) -> list[str]:
-    """Values from ``poll()`` (a list per call) until ``want`` arrived and nothing more came for
-    ``settle_s`` (so that an extra record would be seen), bounded by ``limit_s``."""
-    got: list[str] = []
-    deadline = time.monotonic() + limit_s
-    quiet_since = None
-    while time.monotonic() < deadline:
-        batch = poll()  # type: ignore[operator]
-        if batch:
-            got += batch
-            quiet_since = None
-        elif len(got) >= want:
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since >= settle_s:
-                break
-    return got
-
-
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
 def test_confluent_kafka_reads_committed_records_only(written: BrokerProcess, isolation: str) -> None:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": written.bootstrap, "group.id": f"cg-{uuid.uuid4()}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
-
-        def poll() -> list[str]:
-            m = consumer.poll(0.2)
-            if m is None:
-                return []
-            assert m.error() is None, m.error()
-            return [m.value().decode()]
-
-        expected = COMMITTED if isolation == "read_committed" else ALL
-        assert sorted(_drain(poll, len(expected))) == expected
-    finally:
-        consumer.close()
+    expected = COMMITTED if isolation == "read_committed" else ALL
+    assert confluent_values(written.bootstrap, [P0, P1, P2], len(expected), isolation) == expected
 
 
 def test_kafka_python_reads_committed_records_only(written: BrokerProcess) -> None:
@@ -192,7 +158,7 @@ def test_kafka_python_reads_committed_records_only(written: BrokerProcess) -> No
         def poll() -> list[str]:
             return [r.value.decode() for recs in consumer.poll(200).values() for r in recs]
 
-        assert sorted(_drain(poll, len(COMMITTED))) == COMMITTED
+        assert sorted(drain(poll, len(COMMITTED))) == COMMITTED
     finally:
         consumer.close()
 

@@ -1,11 +1,12 @@
 """WriteTxnMarkers on one broker, with a raw transactional producer and the test as coordinator:
 markers end transactions on several partitions, the last stable offset follows each marker,
 aborted transactions reach read_committed fetches, real read_committed consumers (confluent-kafka,
-kafka-python, Kafka's Java ConsoleConsumer) read exactly the committed records, and the fencing
-answers are Kafka's."""
+kafka-python, aiokafka, Kafka's Java ConsoleConsumer) read exactly the committed records, and the
+fencing answers are Kafka's."""
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Iterator
 
@@ -161,6 +162,28 @@ def test_kafka_python_reads_committed_records_only(written: BrokerProcess) -> No
         assert sorted(drain(poll, len(COMMITTED))) == COMMITTED
     finally:
         consumer.close()
+
+
+async def test_aiokafka_reads_committed_records_only(written: BrokerProcess) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as ATopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=written.bootstrap, isolation_level="read_committed",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [ATopicPartition(TOPIC, p) for p in range(3)]
+        consumer.assign(tps)
+        got: list[str] = []
+        async with asyncio.timeout(30):
+            # read_committed stops at the LSO, which is each partition's end: the positions
+            # reaching it means every committed record arrived, and nothing after
+            while [await consumer.position(tp) for tp in tps] != [5, 5, 5]:
+                for recs in (await consumer.getmany(timeout_ms=200)).values():
+                    got += [r.value.decode() for r in recs]
+        assert sorted(got) == COMMITTED
+    finally:
+        await consumer.stop()
 
 
 def test_java_console_consumer_reads_committed_records_only(written: BrokerProcess) -> None:

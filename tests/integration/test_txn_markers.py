@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,35 @@ def test_java_console_consumer_reads_committed_records_only(written: BrokerProce
                    "--timeout-ms", "10000", check=False, timeout=120)
     assert sorted(line for line in out.stdout.splitlines() if line) == COMMITTED, out.stderr[-3000:]
     assert "Processed a total of 4 messages" in out.stderr
+
+
+def test_transaction_state_survives_a_kill(tmp_path: Path) -> None:
+    """kill -9 after markers, with a transaction still open: the restarted broker rebuilds the
+    producer state from its log (control batches included), so it answers the same LSO and
+    aborted transactions, still holds the LSO at the open transaction, fences the coordinator
+    epoch it had seen, and the open transaction's COMMIT then moves the LSO to the end."""
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        with RawConnection(b.port, "txn-kill") as conn:
+            create_topic(conn, "txn-kill", 1)
+            tp = ("txn-kill", 0)
+            a = TxnProducer(conn, init_producer_id(conn))
+            c = TxnProducer(conn, init_producer_id(conn))
+            assert a.send(tp, ["a1"]) == (0, 0)
+            assert write_markers(conn, a.producer_id, 0, False, 7, [tp]) == {tp: 0}
+            assert c.send(tp, ["c1"]) == (0, 2)
+            assert a.send(tp, ["a2"]) == (0, 3)
+            assert write_markers(conn, a.producer_id, 0, True, 7, [tp]) == {tp: 0}
+            before = (list_offset(conn, tp, READ_UNCOMMITTED), fetch_committed(conn, tp))
+            assert before == (5, (2, [(a.producer_id, 0)]))
+    finally:
+        b.kill()
+    b2 = BrokerProcess(tmp_path / "data", port=b.port).start()
+    try:
+        with RawConnection(b2.port, "txn-kill") as conn:
+            assert (list_offset(conn, tp, READ_UNCOMMITTED), fetch_committed(conn, tp)) == before
+            assert write_markers(conn, a.producer_id, 0, True, 6, [tp]) == {tp: ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+            assert write_markers(conn, c.producer_id, 0, True, 7, [tp]) == {tp: 0}
+            assert fetch_committed(conn, tp) == (6, [(a.producer_id, 0)])
+    finally:
+        b2.stop()

@@ -32,7 +32,9 @@ Per marker (producer id and epoch, COMMIT or ABORT, coordinator epoch, partition
   the same producer state and aborted-transaction index from it).
 * The markers of one request are appended in request order and waited for together; the
   answer lists, per producer id, every partition named with its error. Two markers with the same
-  producer id share one entry, as Kafka's map keyed by producer id does.
+  producer id share one entry, as Kafka's map keyed by producer id does. A partition named twice
+  in one marker gets one control batch and one answer (Kafka 3.9.2 builds the same map but never
+  answers such a request; its coordinator never sends one).
 * ``__consumer_offsets`` partitions: the marker is appended like any other (the group
   coordinator's loader skips control batches). Kafka then calls
   GroupCoordinator.onTransactionCompleted (scheduleHandleTxnCompletion) for the partitions

@@ -52,6 +52,8 @@ from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
+from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.state_manager import TransactionStateManager
 from controller.image import BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedController
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
@@ -97,6 +99,7 @@ class BrokerServer:
         self.controller_channel: NetworkClient | None = None  # ZooKeeper mode: to every broker
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.log_cleaner: LogCleaner | None = None
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
@@ -145,6 +148,7 @@ class BrokerServer:
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()  # loads __consumer_offsets before clients connect
+        await self._start_transaction_coordinator()  # loads __transaction_state likewise
 
     async def _load_logs(self) -> LogManager:
         loop = asyncio.get_running_loop()
@@ -203,6 +207,25 @@ class BrokerServer:
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()
+        await self._start_transaction_coordinator()
+
+    async def _start_transaction_coordinator(self) -> None:
+        """The TransactionCoordinator on its state manager (`__transaction_state`), with producer
+        ids from the controller's blocks, durable before one is handed out."""
+        controller = self.controller
+        assert controller is not None and self.replica_manager is not None
+
+        async def allocate_producer_id() -> int:
+            producer_id = await controller.allocate_producer_id()
+            await controller.committed()  # a StorageError is the client's KAFKA_STORAGE_ERROR
+            return producer_id
+
+        state_manager = TransactionStateManager(
+            self.config, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
+            controller=controller, spawn=self._spawn, elections=self.zk_mode)
+        self.transaction_coordinator = TransactionCoordinator(state_manager, allocate_producer_id)
+        replayed = await state_manager.startup(self.replica_manager.leadership_listeners)
+        log.info("loaded transaction metadata", records=replayed)
 
     def _check_stored_cluster_id(self, cluster_id: str) -> None:
         """Kafka's MetaPropertiesEnsemble.verify: a log dir that belonged to another cluster
@@ -431,6 +454,8 @@ class BrokerServer:
         await self.tasks.cancel_all()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.state_manager.shutdown()
         if self.controller is not None:  # metadata writes still queued land before the marker
             try:
                 await self.controller.committed()

@@ -257,6 +257,13 @@ class CoordinatorRuntime(Generic[S]):
         ctx = self._active(partition)
         return ctx.shard if ctx is not None else None
 
+    def epoch(self, partition: int) -> int | None:
+        """The leader epoch an active partition was taken (or last re-elected) at: the
+        coordinator epoch (Kafka's TransactionStateManager keeps it per loaded partition), None
+        when the partition is not active here."""
+        ctx = self._active(partition)
+        return ctx.epoch if ctx is not None else None
+
     @property
     def active_partitions(self) -> list[int]:
         return sorted(p for p, ctx in self._contexts.items() if ctx.state is CoordinatorState.ACTIVE)

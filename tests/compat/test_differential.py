@@ -28,7 +28,9 @@ from tests.compat.differential.runner import (
 from tests.compat.reference_kafka import ReferenceKafka
 
 GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "200"}
-COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS}
+# one broker: __transaction_state with one replica that is enough (the reference's SINGLE_NODE too)
+TRANSACTIONS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
+COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS, **TRANSACTIONS}
 
 
 @pytest.fixture(scope="module")

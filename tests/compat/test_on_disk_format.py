@@ -34,6 +34,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker_process import REPO, BrokerProcess
 from tests.compat.jvm import run_tool
 from tests.compat.reference_kafka import ReferenceKafka
+from tests.raw_client import RawConnection
+from tests.txn_requests import init_when_ready
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PER_CODEC = 40
@@ -213,7 +215,8 @@ def test_kafka_dump_log_reads_odradek_files(tmp_path: Path) -> None:
 def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
     """Stop Kafka cleanly, copy its `<topic>-<partition>` dirs (not `__cluster_metadata-0`, not
     its meta.properties or checkpoints) into an Odradek log dir, start Odradek: same topics,
-    same ids, same records, same committed offsets, and new records continue the offsets."""
+    same ids, same records, same committed offsets, the transactional id's producer id and
+    epoch from Kafka's __transaction_state, and new records continue the offsets."""
     topics = {"mig": (2, SMALL_SEGMENTS), "mig-lat": (1, {**SMALL_SEGMENTS, "message.timestamp.type": "LogAppendTime"}),
               "mig-txn": (1, {"segment.bytes": "300"})}
     parts = [("mig", 0), ("mig", 1), ("mig-lat", 0)]
@@ -251,6 +254,9 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
     assert sum("endTxnMarker: ABORT" in line for line in lines) == 1
     assert sum(line.startswith("version: 0 producerId: ") for line in lines) == 1  # the .txnindex entry
 
+    txn_producers = {int(line.split("producerId: ")[1].split()[0]) for line in lines
+                     if "isTransactional: true" in line and "producerId: " in line}
+    assert len(txn_producers) == 1, txn_producers  # the transactional producer Kafka gave an id
     kafka_epochs = {p: epoch_entries(data / f"mig-{p}") for p in (0, 1)}
     odradek = BrokerProcess(data).start()
     try:
@@ -263,6 +269,10 @@ def test_kafka_log_dirs_migrate_to_odradek(tmp_path: Path) -> None:
         assert read_all(odradek.bootstrap, parts) == served_by_kafka
         for level in ISOLATION:  # aborted records hidden from read_committed, as Kafka hid them
             assert read_all(odradek.bootstrap, [("mig-txn", 0)], isolation=level) == txn_by_kafka[level]
+        # Kafka's __transaction_state is loaded as is: the transactional id keeps its producer id,
+        # and the epoch Kafka stored (0, its transactions completed) is bumped
+        with RawConnection(odradek.port) as conn:
+            assert init_when_ready(conn, "on-disk-txn") == (0, *txn_producers, 1)
 
         c = Consumer({"bootstrap.servers": odradek.bootstrap, "group.id": "migrated-group"})
         try:

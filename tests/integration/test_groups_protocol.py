@@ -125,10 +125,11 @@ def test_find_coordinator_v4_answers_each_key(gbroker: BrokerProcess) -> None:
             ("g-three", 0, 0, "127.0.0.1", gbroker.port),
         ]
         assert [x.error_message for x in resp.coordinators] == ["NONE"] * 4
-        # Transaction keys: no transaction coordinator, answered per key as well.
+        # Transaction keys: the transaction coordinator (this broker), answered per key as well;
+        # the first FindCoordinator creates __transaction_state
         tx = c.call(10, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["tx-a", "tx-b"]))
-        assert [(x.key, x.error_code) for x in tx.coordinators] == [
-            ("tx-a", ErrorCode.COORDINATOR_NOT_AVAILABLE), ("tx-b", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+        assert [(x.key, x.error_code, x.node_id, x.port) for x in tx.coordinators] == [
+            ("tx-a", 0, 0, gbroker.port), ("tx-b", 0, 0, gbroker.port)]
 
 
 def test_offset_fetch_v8_answers_each_group(gbroker: BrokerProcess) -> None:

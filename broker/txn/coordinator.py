@@ -1,0 +1,234 @@
+"""TransactionCoordinator: InitProducerId, AddPartitionsToTxn / AddOffsetsToTxn and EndTxn for
+transactional ids (Kafka 3.9's TransactionCoordinator.scala, transaction.version 0).
+
+The I/O half around decisions.py: each request looks the id up in the state manager
+(NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate it now),
+takes a decision in one synchronous step (which claims the metadata's pending state, so a
+concurrent request for the id answers CONCURRENT_TRANSACTIONS), writes the transit to
+`__transaction_state` with acks=all, and answers only after the write.
+
+* InitProducerId: an unknown id gets a producer id from the controller's blocks and an Empty
+  metadata at epoch -1, bumped to 0 by the write; a known one a bumped epoch (or, once the
+  epochs are exhausted, a new producer id); KIP-360 callers name their producer id and epoch
+  (PRODUCER_FENCED when another producer replaced it). An open transaction is fenced: its
+  epoch is bumped and PrepareAbort written with it, and the caller answered
+  CONCURRENT_TRANSACTIONS, so it retries once the abort completed. The abort completes when its
+  markers are written -- which this broker does not send yet (Kafka's
+  TransactionMarkerChannelManager, still to come): until then the id stays in PrepareAbort and
+  every retry is answered CONCURRENT_TRANSACTIONS.
+* AddPartitionsToTxn / AddOffsetsToTxn: Ongoing with the partitions added.
+* EndTxn: PrepareCommit / PrepareAbort written, then the client answered NONE, as Kafka does;
+  the markers and the CompleteCommit / CompleteAbort record are the marker sender's (not yet:
+  the transaction stays in its Prepare state, its partitions' last stable offset does not move).
+
+Threading: none; the awaits are the producer id allocation and the writes, and every decision
+is taken again from the metadata as it is after them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from broker.txn.decisions import (
+    EndTxnTransit,
+    ProducerIdAndEpoch,
+    TransactionResult,
+    new_transaction_metadata,
+    prepare_add_partitions_transit,
+    prepare_complete_transaction_transit,
+    prepare_end_transaction_transit,
+    prepare_init_producer_id_transit,
+)
+from broker.txn.metadata import TopicPartition, TransactionState, TxnTransitMetadata
+from broker.txn.state_manager import CoordinatorEpochAndTxnMetadata, TransactionStateManager
+from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+
+log = structlog.get_logger("odradek.txn")
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    error: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+MarkerSender = Callable[[int, TransactionResult, str, TxnTransitMetadata], None]
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        state_manager: TransactionStateManager,
+        allocate_producer_id: Callable[[], Awaitable[int]],
+        *,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        send_markers: MarkerSender | None = None,
+    ) -> None:
+        """`allocate_producer_id`: the next producer id, durable before it is returned (raises
+        KafkaProtocolError, a StorageError included, with the code to answer). `send_markers(coordinator_epoch, result, id,
+        complete_transit)`: the marker sender, None until one exists."""
+        self.state_manager = state_manager
+        self._allocate_producer_id = allocate_producer_id
+        self._clock_ms = clock_ms
+        self._send_markers = send_markers
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.state_manager.partition_for(transactional_id)
+
+    # -- InitProducerId -----------------------------------------------------------------------------
+
+    async def handle_init_producer_id(
+        self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
+    ) -> InitProducerIdResult:
+        """Kafka's handleInitProducerId for a (non-null) transactional id."""
+        if not transactional_id:
+            return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
+        if not self.state_manager.validate_transaction_timeout_ms(transaction_timeout_ms):
+            return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        found = self.state_manager.get_transaction_state(transactional_id)
+        if found is None:
+            try:
+                producer_id = await self._allocate_producer_id()
+            except KafkaProtocolError as e:
+                return InitProducerIdResult(e.code)
+            found = self.state_manager.put_transaction_state_if_not_exists(
+                new_transaction_metadata(transactional_id, producer_id, transaction_timeout_ms, self._clock_ms()))
+        if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+            return InitProducerIdResult(found)
+        # a new producer id is needed only when the epochs are exhausted: allocated before the
+        # decision, which is then taken on the metadata as it is after the allocation
+        rotation_id: int | None = None
+        if found.metadata.is_producer_epoch_exhausted:
+            try:
+                rotation_id = await self._allocate_producer_id()
+            except KafkaProtocolError as e:
+                return InitProducerIdResult(e.code)
+            found = self.state_manager.get_transaction_state(transactional_id)
+            if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+                return InitProducerIdResult(ErrorCode.NOT_COORDINATOR if found is None else found)
+
+        def rotated() -> int:
+            if rotation_id is None:  # the epochs ran out between the checks: retriable
+                raise KafkaProtocolError(ErrorCode.CONCURRENT_TRANSACTIONS, "producer id not allocated yet")
+            return rotation_id
+
+        coordinator_epoch, metadata = found
+        decision = prepare_init_producer_id_transit(
+            metadata, transaction_timeout_ms, expected, self._clock_ms(), rotated)
+        if isinstance(decision, ErrorCode):
+            return InitProducerIdResult(decision)
+        if decision.txn_state == TransactionState.PREPARE_EPOCH_FENCE:
+            # abort the open transaction with the fencing epoch; the caller retries meanwhile
+            error = await self._end_transaction(transactional_id, decision.producer_id, decision.producer_epoch,
+                                                TransactionResult.ABORT, is_from_client=False)
+            return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS if error == ErrorCode.NONE else error)
+        error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, decision)
+        if error != ErrorCode.NONE:
+            return InitProducerIdResult(error)
+        return InitProducerIdResult(ErrorCode.NONE, decision.producer_id, decision.producer_epoch)
+
+    def _existing(self, transactional_id: str) -> int | CoordinatorEpochAndTxnMetadata:
+        """The id's metadata for AddPartitionsToTxn and EndTxn, else their answer: INVALID_REQUEST
+        for an empty id, INVALID_PRODUCER_ID_MAPPING for an unknown one, NOT_COORDINATOR /
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        found = self.state_manager.get_transaction_state(transactional_id)
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING if found is None else found
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
+
+    async def handle_add_partitions_to_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> int:
+        """Kafka's handleAddPartitionsToTransaction (the client path): the error for every
+        partition of the request."""
+        found = self._existing(transactional_id)
+        if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+            return found
+        decision = prepare_add_partitions_transit(found.metadata, producer_id, producer_epoch, partitions,
+                                                  self._clock_ms())
+        if isinstance(decision, ErrorCode):
+            return decision
+        return await self.state_manager.append_transaction_to_log(transactional_id, found.coordinator_epoch,
+                                                                  decision)
+
+    def handle_verify_partitions_in_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Kafka's handleVerifyPartitionsInTransaction (AddPartitionsToTxn v4+ with verify_only,
+        KIP-890: a partition leader asks whether a transactional produce's partition is in the
+        transaction): NONE per partition in it, TRANSACTION_ABORTABLE per partition not in it, or
+        one error for all. Nothing is written; the pending state is not checked (the transit's
+        write checks again)."""
+        wanted = list(partitions)
+        found = self._existing(transactional_id)
+        if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+            return dict.fromkeys(wanted, found)
+        metadata = found.metadata
+        if metadata.producer_id != producer_id:
+            error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        elif metadata.producer_epoch != producer_epoch:
+            error = ErrorCode.PRODUCER_FENCED
+        elif metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            error = ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: ErrorCode.NONE if tp in metadata.topic_partitions else ErrorCode.TRANSACTION_ABORTABLE
+                    for tp in wanted}
+        return dict.fromkeys(wanted, error)
+
+    # -- EndTxn -------------------------------------------------------------------------------------
+
+    async def handle_end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult
+    ) -> int:
+        """Kafka's handleEndTransaction from a client."""
+        return await self._end_transaction(transactional_id, producer_id, producer_epoch, result,
+                                           is_from_client=True)
+
+    async def _end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult,
+        *, is_from_client: bool,
+    ) -> int:
+        """Kafka's endTransaction: the Prepare* record written, then the markers handed on."""
+        found = self._existing(transactional_id)
+        if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+            return found
+        coordinator_epoch, metadata = found
+        decision = prepare_end_transaction_transit(metadata, producer_id, producer_epoch, result, self._clock_ms(),
+                                                   is_from_client=is_from_client)
+        if isinstance(decision, ErrorCode):
+            return decision
+        assert isinstance(decision, EndTxnTransit)
+        error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch,
+                                                                   decision.transit)
+        if error != ErrorCode.NONE:
+            if decision.is_epoch_fence:
+                after = self.state_manager.get_transaction_state(transactional_id)
+                if isinstance(after, CoordinatorEpochAndTxnMetadata) and after.coordinator_epoch == coordinator_epoch:
+                    after.metadata.has_failed_epoch_fence = True  # the next fence reuses the bumped epoch
+            log.info(f"Aborting sending of transaction markers and returning {error} error to client for "
+                     f"{transactional_id}'s EndTransaction request of {result.name}, since appending "
+                     f"{decision.transit.txn_state.state_name} to transaction log with coordinator epoch "
+                     f"{coordinator_epoch} failed")
+            return error
+        now = self.state_manager.get_transaction_state(transactional_id)
+        if not isinstance(now, CoordinatorEpochAndTxnMetadata) or now.coordinator_epoch != coordinator_epoch:
+            return ErrorCode.NOT_COORDINATOR
+        if self._send_markers is None:
+            # no marker sender yet: the transaction stays in its Prepare state (see the docstring)
+            log.warning(f"{transactional_id}'s transaction is {decision.transit.txn_state.state_name}; its markers "
+                        "are not sent (no marker sender yet)", producer_id=producer_id)
+            return ErrorCode.NONE
+        complete = prepare_complete_transaction_transit(now.metadata, decision.transit.producer_id,
+                                                        decision.transit.producer_epoch, result, self._clock_ms())
+        if isinstance(complete, ErrorCode):
+            return complete
+        self._send_markers(coordinator_epoch, result, transactional_id, complete)
+        return ErrorCode.NONE

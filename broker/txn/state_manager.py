@@ -1,0 +1,220 @@
+"""TransactionStateManager: the transaction coordinator's state and its `__transaction_state`
+topic (Kafka 3.9's TransactionStateManager.scala, ZooKeeper mode), on the coordinator runtime.
+
+* The topic: `transaction.state.log.num.partitions` partitions, replication factor
+  `transaction.state.log.replication.factor` capped by the live brokers, and Kafka's topic
+  configs (TransactionLog's transactionTopicConfigs): compacted, uncompressed, no unclean
+  election, `min.insync.replicas` = `transaction.state.log.min.isr`, `segment.bytes` =
+  `transaction.state.log.segment.bytes`. Created on first use (FindCoordinator), as Kafka does.
+  With the default min.isr of 2, a single broker cannot write it (NOT_ENOUGH_REPLICAS, answered
+  COORDINATOR_NOT_AVAILABLE), exactly as Kafka: a one-broker setup sets
+  transaction.state.log.min.isr=1, as Kafka's example server.properties does.
+* One `TransactionShard` per partition this broker coordinates, rebuilt by replaying the
+  partition's records (a TransactionLogValue sets the id's metadata, a tombstone removes it; a
+  key of another version is skipped, as Kafka's loader does), dropped on resignation.
+* The coordinator epoch of a partition is its leader epoch when it was taken
+  (`CoordinatorRuntime.epoch`); a write is applied to the metadata only when, after its acks,
+  the partition is still this broker's at that epoch and the id's metadata is still the one the
+  write was computed from (Kafka's appendTransactionToLog callback), else NOT_COORDINATOR.
+
+Threading: none; everything on the event loop. The only await is the write's acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import structlog
+
+from broker.coordinator import CoordinatorRuntime, InternalTopic
+from broker.txn.metadata import (
+    IllegalStateError,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from broker.txn.transaction_log import read_txn_record_value, value_to_bytes
+from protocol.coordinator_records import (
+    UnknownVersionError,
+    decode_transaction_log_key,
+    transaction_log_key,
+)
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.metadata_cache import MetadataCache
+    from broker.replica_manager import ReplicaManager
+    from controller.interface import Controller
+
+log = structlog.get_logger("odradek.txn")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def transaction_topic(config: Any) -> InternalTopic:
+    """`__transaction_state` as Kafka creates it (TransactionStateManager.transactionTopicConfigs)."""
+    return InternalTopic(
+        TRANSACTION_STATE_TOPIC,
+        config["transaction.state.log.num.partitions"],
+        config["transaction.state.log.replication.factor"],
+        {
+            "unclean.leader.election.enable": "false",
+            "compression.type": "uncompressed",
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        },
+    )
+
+
+class TransactionShard:
+    """The transactional ids of one `__transaction_state` partition (Kafka's
+    transactionMetadataCache entry for the partition)."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.transactions: dict[str, TransactionMetadata] = {}
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """One record in offset order: the id's latest metadata, or its removal (tombstone). A
+        key of another version is skipped (Kafka's readTxnRecordKey answers Left(version)); an
+        unreadable value raises and the runtime logs it, as Kafka's loader fails on it."""
+        try:
+            transactional_id = decode_transaction_log_key(key)
+        except UnknownVersionError:
+            return
+        metadata = read_txn_record_value(transactional_id, value)
+        if metadata is None:
+            self.transactions.pop(transactional_id, None)
+        else:
+            self.transactions[transactional_id] = metadata
+
+    def on_loaded(self) -> None:
+        """Kafka resends the markers of transactions found in PrepareCommit / PrepareAbort here;
+        without the marker sender they stay so (their clients get CONCURRENT_TRANSACTIONS)."""
+        pending = [t for t, m in self.transactions.items()
+                   if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)]
+        if pending:
+            log.warning(f"{len(pending)} transactions of {TRANSACTION_STATE_TOPIC}-{self.partition} wait for "
+                        "their markers, which this broker does not send yet", transactional_ids=pending[:10])
+
+    def on_unloaded(self) -> None:
+        """Kafka's removeTransactionsForTxnTopicPartition: the ids are the new leader's now."""
+        if self.transactions:
+            log.info(f"Unloaded transaction metadata of {len(self.transactions)} transactional ids from "
+                     f"{TRANSACTION_STATE_TOPIC}-{self.partition}")
+        self.transactions.clear()
+
+
+class CoordinatorEpochAndTxnMetadata(NamedTuple):
+    """Kafka's CoordinatorEpochAndTxnMetadata: an id's metadata and the epoch it was read at."""
+
+    coordinator_epoch: int
+    metadata: TransactionMetadata
+
+
+class TransactionStateManager:
+    def __init__(
+        self,
+        config: Any,
+        *,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        controller: Controller | None,
+        spawn: Callable[[Any], asyncio.Task[Any]],
+        elections: bool,
+    ) -> None:
+        self.transaction_max_timeout_ms: int = config["transaction.max.timeout.ms"]
+        self.runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
+            transaction_topic(config), TransactionShard, replica_manager=replica_manager,
+            metadata_cache=metadata_cache, controller=controller, spawn=spawn, elections=elections,
+            what="transaction metadata", write_timeout_ms=config["request.timeout.ms"])
+
+    async def startup(self, leadership_listeners: list[Any]) -> int:
+        """Start the runtime, load the partitions led here (a single node, before clients
+        connect) and follow the leadership changes of `__transaction_state` partitions
+        (ZooKeeper mode: LeaderAndIsr, StopReplica, a failed log dir), as the group
+        coordinator does. Returns the records replayed."""
+        self.runtime.start()
+        replayed = await self.runtime.load_led_partitions()
+        leadership_listeners.append(self.runtime.on_leadership_change)
+        return replayed
+
+    async def shutdown(self) -> None:
+        await self.runtime.shutdown()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return self.runtime.partition_for(transactional_id)
+
+    def validate_transaction_timeout_ms(self, txn_timeout_ms: int) -> bool:
+        return 0 < txn_timeout_ms <= self.transaction_max_timeout_ms
+
+    def _owned(self, transactional_id: str) -> int | tuple[int, TransactionShard]:
+        """The coordinator epoch and shard of the id's partition, or why this broker does not
+        coordinate the id now (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS)."""
+        error = self.runtime.error_for(transactional_id)
+        if error is not None:
+            return error
+        partition = self.partition_for(transactional_id)
+        shard = self.runtime.shard(partition)
+        epoch = self.runtime.epoch(partition)
+        return ErrorCode.NOT_COORDINATOR if shard is None or epoch is None else (epoch, shard)
+
+    def get_transaction_state(self, transactional_id: str) -> int | CoordinatorEpochAndTxnMetadata | None:
+        """Kafka's getTransactionState: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this
+        broker does not coordinate the id now, None when it has no metadata for it."""
+        owned = self._owned(transactional_id)
+        if not isinstance(owned, tuple):
+            return owned
+        epoch, shard = owned
+        metadata = shard.transactions.get(transactional_id)
+        return None if metadata is None else CoordinatorEpochAndTxnMetadata(epoch, metadata)
+
+    def put_transaction_state_if_not_exists(self, metadata: TransactionMetadata) -> int | CoordinatorEpochAndTxnMetadata:
+        """The id's metadata, `metadata` if it had none (Kafka's putTransactionStateIfNotExists;
+        another request may have created it while a producer id was allocated)."""
+        owned = self._owned(metadata.transactional_id)
+        if not isinstance(owned, tuple):
+            return owned
+        epoch, shard = owned
+        return CoordinatorEpochAndTxnMetadata(epoch, shard.transactions.setdefault(metadata.transactional_id, metadata))
+
+    async def append_transaction_to_log(
+        self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> int:
+        """Write `transit` (whose pending state the caller's decision set) with acks=all; on
+        success adopt it (`complete_transition_to`), on failure clear the pending state -- both
+        only when the id's metadata is still the one the write was computed from. Returns the
+        coordinator's error (see CoordinatorRuntime.append: NOT_COORDINATOR when the partition
+        resigned, or resigned and was elected again, while the write waited; its metadata was
+        then reloaded from the log and is not this write's to change).
+
+        A new leader epoch of a partition this broker kept leading keeps its metadata (the
+        runtime keeps the context), so `coordinator_epoch` -- read with the metadata in the same
+        step as the decision -- only names the epoch in the log line."""
+        partition = self.partition_for(transactional_id)
+        before = self.get_transaction_state(transactional_id)
+        if not isinstance(before, CoordinatorEpochAndTxnMetadata):
+            return ErrorCode.NOT_COORDINATOR
+        metadata = before.metadata
+        error = await self.runtime.append(
+            partition, [(transaction_log_key(transactional_id), value_to_bytes(transit))])
+        after = self.get_transaction_state(transactional_id)
+        if not isinstance(after, CoordinatorEpochAndTxnMetadata) or after.metadata is not metadata:
+            log.info(f"The coordinator of {transactional_id} (epoch {coordinator_epoch}) changed while its "
+                     f"{transit.txn_state.state_name} record was written", error=error)
+            return ErrorCode.NOT_COORDINATOR if error == ErrorCode.NONE else error
+        if error != ErrorCode.NONE:
+            log.info(f"Appending {transactional_id}'s transition to {transit.txn_state.state_name} with "
+                     f"coordinator epoch {coordinator_epoch} failed", error=error)
+            metadata.pending_state = None
+            return error
+        try:
+            metadata.complete_transition_to(transit)
+        except IllegalStateError:
+            log.exception(f"Completing {transactional_id}'s transition failed after its record was written")
+            metadata.pending_state = None
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE

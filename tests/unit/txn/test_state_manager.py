@@ -1,0 +1,312 @@
+"""The transaction coordinator's I/O half over a real (socket-less) broker stack: logs in a temp
+dir, the embedded controller, the ReplicaManager and its Partitions, the coordinator runtime.
+What the coordinator answers is checked together with what it wrote to `__transaction_state`
+(read back from the partition's log) and what a new shard replays from it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import struct
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from broker.config import KafkaConfig
+from broker.coordinator.loader import read_key_values
+from broker.server import BrokerServer
+from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.decisions import ProducerIdAndEpoch, TransactionResult, new_transaction_metadata
+from broker.txn.metadata import TransactionMetadata, TransactionState
+from broker.txn.state_manager import (
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorEpochAndTxnMetadata,
+    TransactionShard,
+    TransactionStateManager,
+)
+from broker.txn.transaction_log import read_txn_record_value, value_to_bytes
+from protocol.coordinator_records import decode_transaction_log_key, transaction_log_key
+from protocol.errors import ErrorCode
+
+S = TransactionState
+PARTITIONS = 3
+TIMEOUT_MS = 60000
+
+
+def config(tmp_path: Path, min_isr: int = 1) -> KafkaConfig:
+    return KafkaConfig({
+        "log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "transaction.state.log.num.partitions": str(PARTITIONS),
+        "transaction.state.log.min.isr": str(min_isr), "transaction.max.timeout.ms": "900000",
+    })
+
+
+async def started(cfg: KafkaConfig) -> BrokerServer:
+    s = BrokerServer(cfg)
+    await s.start_components()
+    return s
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[BrokerServer]:
+    s = await started(config(tmp_path))
+    try:
+        yield s
+    finally:
+        await s.shutdown()
+
+
+async def coordinator_of(server: BrokerServer) -> TransactionCoordinator:
+    """The server's own coordinator, its topic created as FindCoordinator creates it."""
+    tc = server.transaction_coordinator
+    assert tc is not None and tc.state_manager.runtime.ensure_topic()
+    await server.controller.committed()  # the partitions' logs are created in an executor
+    return tc
+
+
+def records(server: BrokerServer, partition: int) -> list[tuple[str, TransactionMetadata | None]]:
+    """What `__transaction_state`-<partition> holds, decoded."""
+    log = server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, partition)].log
+    return [(decode_transaction_log_key(k), read_txn_record_value(decode_transaction_log_key(k), v))
+            for k, v in read_key_values(log)]
+
+
+def state_of(tc: TransactionCoordinator, tid: str) -> TransactionMetadata:
+    found = tc.state_manager.get_transaction_state(tid)
+    assert isinstance(found, CoordinatorEpochAndTxnMetadata), found
+    return found.metadata
+
+
+def summary(m: TransactionMetadata | None) -> tuple[object, ...] | None:
+    if m is None:
+        return None
+    return (m.producer_id, m.producer_epoch, m.state, frozenset(m.topic_partitions), m.txn_timeout_ms)
+
+
+# -- the shard ------------------------------------------------------------------------------------
+
+
+def test_shard_replays_values_tombstones_and_skips_other_key_versions() -> None:
+    meta = new_transaction_metadata("t", 7, TIMEOUT_MS, 1000)
+    empty = meta.prepare_increment_producer_epoch(TIMEOUT_MS, None, 1001)
+    assert not isinstance(empty, ErrorCode)
+    meta.complete_transition_to(empty)
+    ongoing = meta.prepare_add_partitions({("a", 0), ("b", 2)}, 1002)
+    shard = TransactionShard(0)
+    shard.replay(transaction_log_key("t"), value_to_bytes(empty))
+    assert summary(shard.transactions["t"]) == (7, 0, S.EMPTY, frozenset(), TIMEOUT_MS)
+    shard.replay(transaction_log_key("t"), value_to_bytes(ongoing))  # the latest record wins
+    assert summary(shard.transactions["t"]) == (7, 0, S.ONGOING, {("a", 0), ("b", 2)}, TIMEOUT_MS)
+    shard.replay(transaction_log_key("u"), value_to_bytes(empty))
+    shard.replay(struct.pack(">h", 1) + b"\x00\x01t", value_to_bytes(empty))  # not a v0 key: skipped
+    shard.replay(transaction_log_key("t"), None)  # a tombstone removes the id
+    assert sorted(shard.transactions) == ["u"]
+    shard.on_unloaded()
+    assert shard.transactions == {}
+
+
+# -- InitProducerId -------------------------------------------------------------------------------
+
+
+async def test_init_producer_id_writes_empty_before_answering_and_bumps_the_epoch(server: BrokerServer) -> None:
+    tc = await coordinator_of(server)
+    first = await tc.handle_init_producer_id("t1", TIMEOUT_MS, None)
+    assert first.error == ErrorCode.NONE and first.producer_epoch == 0 and first.producer_id >= 0
+    partition = tc.partition_for("t1")
+    [(tid, written)] = records(server, partition)
+    assert (tid, summary(written)) == ("t1", (first.producer_id, 0, S.EMPTY, frozenset(), TIMEOUT_MS))
+    second = await tc.handle_init_producer_id("t1", 30000, None)
+    assert (second.error, second.producer_id, second.producer_epoch) == (ErrorCode.NONE, first.producer_id, 1)
+    assert summary(records(server, partition)[-1][1]) == (first.producer_id, 1, S.EMPTY, frozenset(), 30000)
+    other = await tc.handle_init_producer_id("t2", TIMEOUT_MS, None)
+    assert other.error == ErrorCode.NONE and other.producer_id != first.producer_id
+
+
+async def test_init_producer_id_errors(server: BrokerServer) -> None:
+    tc = await coordinator_of(server)
+    assert (await tc.handle_init_producer_id("", TIMEOUT_MS, None)).error == ErrorCode.INVALID_REQUEST
+    for timeout in (0, 900001):
+        assert (await tc.handle_init_producer_id("t", timeout, None)).error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert records(server, tc.partition_for("t")) == []
+    ok = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    # KIP-360: the current producer may bump its own epoch; another producer id is fenced
+    bumped = await tc.handle_init_producer_id("t", TIMEOUT_MS, ProducerIdAndEpoch(ok.producer_id, 0))
+    assert (bumped.error, bumped.producer_epoch) == (ErrorCode.NONE, 1)
+    stranger = await tc.handle_init_producer_id("t", TIMEOUT_MS, ProducerIdAndEpoch(ok.producer_id + 100, 0))
+    assert stranger.error == ErrorCode.PRODUCER_FENCED
+    retry = await tc.handle_init_producer_id("t", TIMEOUT_MS, ProducerIdAndEpoch(ok.producer_id, 0))
+    assert (retry.error, retry.producer_epoch) == (ErrorCode.NONE, 1)  # a retry whose answer was lost
+    assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, ProducerIdAndEpoch(ok.producer_id, 1))).producer_epoch == 2
+    stale = await tc.handle_init_producer_id("t", TIMEOUT_MS, ProducerIdAndEpoch(ok.producer_id, 0))
+    assert stale.error == ErrorCode.PRODUCER_FENCED  # epoch 0 is neither the current nor the last one
+
+
+async def test_a_failed_write_is_answered_with_the_coordinators_error_and_leaves_no_pending_state(
+        tmp_path: Path) -> None:
+    """Kafka's default transaction.state.log.min.isr (2) on one broker: every write is
+    NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE -- and again on the retry, not
+    CONCURRENT_TRANSACTIONS (the failed write's pending state was cleared)."""
+    s = await started(config(tmp_path, min_isr=2))
+    try:
+        tc = await coordinator_of(s)
+        for _ in range(2):
+            assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        meta = state_of(tc, "t")
+        assert meta.pending_state is None and meta.producer_epoch == -1
+        assert records(s, tc.partition_for("t")) == []
+    finally:
+        await s.shutdown()
+
+
+# -- a transaction --------------------------------------------------------------------------------
+
+
+async def test_add_partitions_and_end_txn_write_their_states(server: BrokerServer) -> None:
+    tc = await coordinator_of(server)
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    pid, epoch = init.producer_id, init.producer_epoch
+    partition = tc.partition_for("t")
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("a", 0), ("a", 1)]) == ErrorCode.NONE
+    assert summary(state_of(tc, "t")) == (pid, 0, S.ONGOING, {("a", 0), ("a", 1)}, TIMEOUT_MS)
+    written = len(records(server, partition))
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("a", 0)]) == ErrorCode.NONE
+    assert len(records(server, partition)) == written  # already in the transaction: nothing written
+    assert await tc.handle_add_partitions_to_transaction("t", pid + 1, epoch, [("b", 0)]) == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch + 1, [("b", 0)]) == ErrorCode.PRODUCER_FENCED
+    assert await tc.handle_add_partitions_to_transaction("nobody", pid, epoch, [("b", 0)]) == \
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+    assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT) == ErrorCode.NONE
+    assert summary(records(server, partition)[-1][1]) == (pid, 0, S.PREPARE_COMMIT, {("a", 0), ("a", 1)}, TIMEOUT_MS)
+    assert state_of(tc, "t").state == S.PREPARE_COMMIT
+    # waiting for its markers: a retry is CONCURRENT_TRANSACTIONS, the other decision INVALID_TXN_STATE
+    assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT) == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
+    assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.ABORT) == ErrorCode.INVALID_TXN_STATE
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("b", 0)]) == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
+    assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert await tc.handle_end_transaction("", pid, epoch, TransactionResult.COMMIT) == ErrorCode.INVALID_REQUEST
+
+
+async def test_verify_partitions_checks_without_writing(server: BrokerServer) -> None:
+    """AddPartitionsToTxn v4+ verify_only (KIP-890): NONE for a partition in the transaction,
+    TRANSACTION_ABORTABLE for one that is not, one error for all on a wrong producer, epoch or a
+    transaction being ended; nothing written."""
+    tc = await coordinator_of(server)
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    pid = init.producer_id
+    await tc.handle_add_partitions_to_transaction("t", pid, 0, [("a", 0)])
+    written = len(records(server, tc.partition_for("t")))
+    verify = tc.handle_verify_partitions_in_transaction
+    assert verify("t", pid, 0, [("a", 0), ("a", 1)]) == {("a", 0): ErrorCode.NONE,
+                                                         ("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert verify("t", pid, 1, [("a", 0)]) == {("a", 0): ErrorCode.PRODUCER_FENCED}
+    assert verify("t", pid + 1, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("nobody", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_REQUEST}
+    assert len(records(server, tc.partition_for("t"))) == written
+    await tc.handle_end_transaction("t", pid, 0, TransactionResult.ABORT)
+    assert verify("t", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+async def test_end_txn_without_a_transaction_is_invalid_txn_state(server: BrokerServer) -> None:
+    tc = await coordinator_of(server)
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    assert await tc.handle_end_transaction("t", init.producer_id, 0, TransactionResult.COMMIT) == \
+        ErrorCode.INVALID_TXN_STATE
+    assert await tc.handle_end_transaction("t", init.producer_id, 1, TransactionResult.ABORT) == \
+        ErrorCode.PRODUCER_FENCED
+
+
+async def test_init_producer_id_fences_an_open_transaction_and_aborts_it(server: BrokerServer) -> None:
+    tc = await coordinator_of(server)
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    pid = init.producer_id
+    assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("a", 0)]) == ErrorCode.NONE
+    fenced = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    assert fenced.error == ErrorCode.CONCURRENT_TRANSACTIONS  # retry once the abort completed
+    # the abort is written with the fencing epoch, which no client was given
+    assert summary(records(server, tc.partition_for("t"))[-1][1]) == (pid, 1, S.PREPARE_ABORT, {("a", 0)}, TIMEOUT_MS)
+    assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("b", 0)]) == ErrorCode.PRODUCER_FENCED
+    assert await tc.handle_end_transaction("t", pid, 0, TransactionResult.COMMIT) == ErrorCode.PRODUCER_FENCED
+    # no markers are sent yet: the abort does not complete, the new producer keeps retrying
+    assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.CONCURRENT_TRANSACTIONS
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+
+async def test_a_restarted_broker_loads_the_state_and_bumps_the_stored_epoch(tmp_path: Path) -> None:
+    s = await started(config(tmp_path))
+    try:
+        tc = await coordinator_of(s)
+        first = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+        await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+        ongoing = await tc.handle_init_producer_id("u", TIMEOUT_MS, None)
+        await tc.handle_add_partitions_to_transaction("u", ongoing.producer_id, 0, [("x", 3)])
+    finally:
+        await s.shutdown()
+    s = await started(config(tmp_path))
+    try:
+        tc = s.transaction_coordinator
+        assert tc is not None
+        assert summary(state_of(tc, "t")) == (first.producer_id, 1, S.EMPTY, frozenset(), TIMEOUT_MS)
+        assert summary(state_of(tc, "u")) == (ongoing.producer_id, 0, S.ONGOING, {("x", 3)}, TIMEOUT_MS)
+        again = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+        assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, first.producer_id, 2)
+        fresh = await tc.handle_init_producer_id("new", TIMEOUT_MS, None)  # ids are not handed out twice
+        assert fresh.producer_id not in (first.producer_id, ongoing.producer_id)
+    finally:
+        await s.shutdown()
+
+
+async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+async def test_elections_load_the_partition_and_a_write_that_outlived_its_coordinator_is_not_applied(
+        server: BrokerServer) -> None:
+    """ZooKeeper mode's ownership: NOT_COORDINATOR before the election, a load by replay after
+    it, and a write whose partition resigned (and was elected again) while it waited for a
+    follower is NOT_COORDINATOR, the reloaded metadata untouched."""
+    own = await coordinator_of(server)
+    init = await own.handle_init_producer_id("t", TIMEOUT_MS, None)
+    sm = TransactionStateManager(server.config, replica_manager=server.replica_manager,
+                                 metadata_cache=server.metadata_cache, controller=server.controller,
+                                 spawn=server._spawn, elections=True)
+    tc = TransactionCoordinator(sm, own._allocate_producer_id)
+    partition = sm.partition_for("t")
+    assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.NOT_COORDINATOR
+    p = server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, partition)]
+    task = sm.runtime.on_election(partition, p.leader_epoch)
+    assert task is not None
+    assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await task
+    assert summary(state_of(tc, "t")) == (init.producer_id, 0, S.EMPTY, frozenset(), TIMEOUT_MS)
+
+    me, other = p.broker_id, p.broker_id + 1
+    wider = dataclasses.replace(p.state, replicas=[me, other], isr=[me, other],
+                                partition_epoch=p.state.partition_epoch + 1)
+    await p.make_leader(wider, int(time.time() * 1000))
+    end = p.log.log_end_offset
+    write = asyncio.ensure_future(tc.handle_init_producer_id("t", TIMEOUT_MS, None))  # waits for `other`
+    await until(lambda: p.log.log_end_offset > end, "the write to reach the log")
+    assert not write.done() and state_of(tc, "t").pending_state == S.EMPTY
+    sm.runtime.on_resignation(partition, None)
+    reload = sm.runtime.on_election(partition, p.leader_epoch)
+    assert reload is not None
+    await reload  # the new load replays the record the waiting write put in the log
+    reloaded = state_of(tc, "t")
+    narrow = dataclasses.replace(p.state, replicas=[me], isr=[me], partition_epoch=p.state.partition_epoch + 1)
+    await p.make_leader(narrow, int(time.time() * 1000))
+    server.replica_manager.produce_purgatory.check_and_complete((TRANSACTION_STATE_TOPIC, partition))  # acked
+    assert (await asyncio.wait_for(write, 10)).error == ErrorCode.NOT_COORDINATOR
+    assert state_of(tc, "t") is reloaded and reloaded.pending_state is None and reloaded.producer_epoch == 1
+    await sm.shutdown()

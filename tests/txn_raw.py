@@ -15,13 +15,17 @@ from protocol.messages import (
     FetchRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
+    OffsetFetchRequest,
     ProduceRequest,
+    TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
 from protocol.messages import create_topics_request as ct
 from protocol.messages import fetch_request as fr
 from protocol.messages import list_offsets_request as lr
+from protocol.messages import offset_fetch_request as ofr
 from protocol.messages import produce_request as pr
+from protocol.messages import txn_offset_commit_request as tocr
 from protocol.messages import write_txn_markers_request as wr
 from protocol.records import Record, build_batch
 from storage.txn_index import AbortedTxn, TransactionIndex
@@ -91,6 +95,45 @@ def write_markers(conn: RawConnection, producer_id: int, producer_epoch: int, co
     (result,) = resp.markers
     assert result.producer_id == producer_id
     return {(t.name, p.partition_index): p.error_code for t in result.topics for p in t.partitions}
+
+
+def txn_offset_commit(conn: RawConnection, group: str, producer_id: int, producer_epoch: int,
+                      offsets: dict[TopicPartition, int], *, version: int = 3, member_id: str = "",
+                      generation_id: int = -1, instance: str | None = None,
+                      transactional_id: str = "txn") -> dict[TopicPartition, int]:
+    """One TxnOffsetCommit as a transactional producer's sendOffsetsToTransaction sends it; the
+    error code per partition."""
+    topics: dict[str, list[tocr.TxnOffsetCommitRequestPartition]] = {}
+    for (topic, index), offset in offsets.items():
+        topics.setdefault(topic, []).append(tocr.TxnOffsetCommitRequestPartition(
+            partition_index=index, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=f"m{offset}"))
+    resp = conn.call(28, version, TxnOffsetCommitRequest(
+        transactional_id=transactional_id, group_id=group, producer_id=producer_id, producer_epoch=producer_epoch,
+        generation_id=generation_id, member_id=member_id, group_instance_id=instance,
+        topics=[tocr.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()]))
+    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+
+def fetch_offsets(conn: RawConnection, group: str, tps: list[TopicPartition] | None, *, require_stable: bool = False,
+                  version: int = 7) -> dict[TopicPartition, tuple[int, int]]:
+    """OffsetFetch (v7, or v8 batched): (committed offset, error code) per partition; `tps` None
+    asks for every committed partition. A group error fails the call."""
+    topics: dict[str, list[int]] | None = None
+    if tps is not None:
+        topics = {}
+        for topic, index in tps:
+            topics.setdefault(topic, []).append(index)
+    if version >= 8:
+        resp = conn.call(9, version, OffsetFetchRequest(require_stable=require_stable, groups=[ofr.OffsetFetchRequestGroup(
+            group_id=group, topics=None if topics is None else [
+                ofr.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])]))
+        (g,) = resp.groups
+        assert g.error_code == 0, g
+        return {(t.name, p.partition_index): (p.committed_offset, p.error_code) for t in g.topics for p in t.partitions}
+    resp = conn.call(9, version, OffsetFetchRequest(group_id=group, require_stable=require_stable, topics=None if topics is None else [
+        ofr.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()]))
+    assert resp.error_code == 0, resp
+    return {(t.name, p.partition_index): (p.committed_offset, p.error_code) for t in resp.topics for p in t.partitions}
 
 
 def list_offset(conn: RawConnection, tp: TopicPartition, isolation_level: int) -> int:

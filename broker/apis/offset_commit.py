@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from broker.apis.registry import api
 from broker.context import RequestContext
@@ -28,14 +29,19 @@ from protocol.messages.offset_commit_response import (
 )
 
 
-@api(8, 2, 9)
-async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+def requested_offsets(
+    ctx: RequestContext, topics: list[Any], with_leader_epoch: bool
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions: (UNKNOWN_TOPIC_OR_PARTITION for those
+    this broker's metadata does not know, the offsets of the others, committed now). The two
+    requests' partitions have the same fields; `with_leader_epoch` for the versions that have
+    committed_leader_epoch."""
     now = int(time.time() * 1000)
-    topics = ctx.server.metadata_cache.topics
+    known = ctx.server.metadata_cache.topics
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for t in req.topics:
-        topic = topics.get(t.name)
+    for t in topics:
+        topic = known.get(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             if topic is None or p.partition_index not in topic.partitions:
@@ -43,10 +49,16 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
             else:
                 offsets[tp] = OffsetAndMetadata(
                     p.committed_offset,
-                    p.committed_leader_epoch if ctx.version >= 6 else -1,
+                    p.committed_leader_epoch if with_leader_epoch else -1,
                     p.committed_metadata or "",
                     now,
                 )
+    return errors, offsets
+
+
+@api(8, 2, 9)
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    errors, offsets = requested_offsets(ctx, req.topics, ctx.version >= 6)
     if offsets:
         errors.update(
             await ctx.server.group_coordinator.handle_commit_offsets(

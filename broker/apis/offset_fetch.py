@@ -3,14 +3,21 @@
 Committed offsets of a group: -1 with no error for partitions without a commit (and for groups
 that do not exist). v2+ `topics` null means every committed partition of the group, and group
 errors (NOT_COORDINATOR, ...) go to the top-level error code; v1 puts them on each partition.
-v5+ leader epochs. v7 require_stable needs no waiting (no transactional offset commits yet).
-v8 batches groups (`groups` in, `groups` out, errors per group).
+v5+ leader epochs. v8 batches groups (`groups` in, `groups` out, errors per group).
+
+Pending commits (Kafka's GroupMetadataManager.getOffsets): a transaction's offsets
+(TxnOffsetCommit) before its marker, and a plain commit while it is being written, are not
+answered: OffsetFetch gives the offset committed before them (-1 if none). With v7+
+require_stable (KIP-447, a read_committed consumer) such a partition is answered
+UNSTABLE_OFFSET_COMMIT (offset -1) instead, and the client retries until the transaction ends.
+With `topics` null the answer lists the committed partitions only, as Kafka's.
 """
 
 from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from protocol.errors import ErrorCode
 from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.offset_fetch_response import (
     OffsetFetchResponseGroup,
@@ -21,21 +28,29 @@ from protocol.messages.offset_fetch_response import (
 )
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list | None) -> tuple[int, dict]:
+def _fetch(ctx: RequestContext, group_id: str, topics: list | None, require_stable: bool) -> tuple[int, dict, set]:
+    """(group error, offsets, partitions to answer UNSTABLE_OFFSET_COMMIT)."""
+    gc = ctx.server.group_coordinator
     tps = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return ctx.server.group_coordinator.handle_fetch_offsets(group_id, tps)
+    code, offsets = gc.handle_fetch_offsets(group_id, tps)
+    unstable = gc.pending_offset_partitions(group_id) if require_stable and not code else set()
+    return code, offsets, unstable
 
 
-def _by_topic(offsets: dict, part_cls: type, error: int = 0) -> dict[str, list]:
+def _by_topic(offsets: dict, part_cls: type, error: int = 0, unstable: set | frozenset = frozenset()) -> dict[str, list]:
     out: dict[str, list] = {}
-    for (topic, partition), om in offsets.items():
-        out.setdefault(topic, []).append(
+    for tp, om in offsets.items():
+        if tp in unstable:
+            om, code = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
+        else:
+            code = error
+        out.setdefault(tp[0], []).append(
             part_cls(
-                partition_index=partition,
+                partition_index=tp[1],
                 committed_offset=om.offset if om is not None else -1,
                 committed_leader_epoch=om.leader_epoch if om is not None else -1,
                 metadata=om.metadata if om is not None else "",
-                error_code=error,
+                error_code=code,
             )
         )
     return out
@@ -46,8 +61,8 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
     if ctx.version >= 8:
         groups = []
         for g in req.groups:
-            code, offsets = _fetch(ctx, g.group_id, g.topics)
-            by_topic = _by_topic(offsets, OffsetFetchResponsePartitions) if not code else {}
+            code, offsets, unstable = _fetch(ctx, g.group_id, g.topics, req.require_stable)
+            by_topic = _by_topic(offsets, OffsetFetchResponsePartitions, unstable=unstable) if not code else {}
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -57,14 +72,14 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
             )
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     topics = req.topics if ctx.version >= 2 or req.topics is not None else []
-    code, offsets = _fetch(ctx, req.group_id, topics)
+    code, offsets, unstable = _fetch(ctx, req.group_id, topics, ctx.version >= 7 and req.require_stable)
     if code:
         if ctx.version >= 2:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=code)
         requested = {(t.name, p): None for t in (topics or []) for p in t.partition_indexes}
         by_topic = _by_topic(requested, OffsetFetchResponsePartition, code)
     else:
-        by_topic = _by_topic(offsets, OffsetFetchResponsePartition)
+        by_topic = _by_topic(offsets, OffsetFetchResponsePartition, unstable=unstable)
     return OffsetFetchResponse(
         throttle_time_ms=0,
         error_code=0,

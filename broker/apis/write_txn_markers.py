@@ -35,13 +35,13 @@ Per marker (producer id and epoch, COMMIT or ABORT, coordinator epoch, partition
   producer id share one entry, as Kafka's map keyed by producer id does. A partition named twice
   in one marker gets one control batch and one answer (Kafka 3.9.2 builds the same map but never
   answers such a request; its coordinator never sends one).
-* ``__consumer_offsets`` partitions: the marker is appended like any other (the group
-  coordinator's loader skips control batches). Kafka then calls
-  GroupCoordinator.onTransactionCompleted (scheduleHandleTxnCompletion) for the partitions
-  that succeeded, to make the producer's pending transactional offset commits visible (COMMIT)
-  or drop them (ABORT). Odradek has no TxnOffsetCommit yet, hence never pending transactional
-  offsets, so there is nothing to complete: that call is missing and must come with
-  TxnOffsetCommit (and its loading of transactional offset commits from the log).
+* ``__consumer_offsets`` partitions: the marker is appended like any other, then -- for the
+  partitions whose append succeeded, before the answer -- the group coordinator completes the
+  producer's pending transactional offsets (TxnOffsetCommit) of the groups on them, as Kafka's
+  GroupCoordinator.onTransactionCompleted: COMMIT makes them the groups' committed offsets
+  (each unless a plain commit written after it is there), ABORT drops them. The group
+  coordinator's loader replays the same markers from the log after a restart or a leader
+  change, so the outcome does not depend on which broker saw the marker's request.
 * No authorisation: Kafka requires ClusterAction (or Alter) on the cluster, which comes with
   the authorizer (not built yet), as for every other request.
 """
@@ -52,6 +52,7 @@ import asyncio
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.group.coordinator import GROUP_METADATA_TOPIC
 from broker.replica_manager import ProduceResult
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -86,6 +87,10 @@ async def _write_marker(ctx: RequestContext, marker: WritableTxnMarker) -> dict[
             list(entries.items()), -1, internal_topics_allowed=True, timeout_ms=ctx.server.config["request.timeout.ms"],
             origin=AppendOrigin.COORDINATOR)
         errors.update((tp, r.error) for tp, r in results.items())
+        completed = [p for (topic, p), r in results.items() if topic == GROUP_METADATA_TOPIC and r.error == ErrorCode.NONE]
+        if completed:
+            ctx.server.group_coordinator.on_transaction_completed(
+                marker.producer_id, completed, marker.transaction_result)
     return errors
 
 

@@ -8,6 +8,9 @@ from broker.coordinator.runtime import (
     CoordinatorShard,
     CoordinatorState,
     InternalTopic,
+    TransactionalCoordinatorShard,
+    WriteResult,
 )
 
-__all__ = ["CoordinatorRuntime", "CoordinatorShard", "CoordinatorState", "InternalTopic", "partition_for"]
+__all__ = ["CoordinatorRuntime", "CoordinatorShard", "CoordinatorState", "InternalTopic",
+           "TransactionalCoordinatorShard", "WriteResult", "partition_for"]

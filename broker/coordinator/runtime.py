@@ -29,7 +29,10 @@ What it owns:
   anything else (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE ...) is
   UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorRuntime maps them. A write to a partition that is
   loading, or that resigned while the write waited for its acks, is NOT_COORDINATOR: the state it
-  was computed from is not this broker's any more (Kafka fails such writes on unload).
+  was computed from is not this broker's any more (Kafka fails such writes on unload). `write`
+  is the same with the batch's offset and the log's error in its answer, and can write a
+  transactional batch for a producer (TxnOffsetCommit); such records are loaded by
+  `loader.read_records` into a `TransactionalCoordinatorShard`, with the markers that end them.
 * Timers (Kafka's CoordinatorTimer): `schedule(partition, key, delay_ms, fn)` runs `fn` on the
   event loop after `delay_ms`, on the runtime's timing wheel (SystemTimer), for an active
   partition; scheduling a key again replaces its timer, `cancel` drops it, and a partition's
@@ -51,16 +54,16 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from broker.coordinator.loader import KeyValue, read_key_values
+from broker.coordinator.loader import KeyValue, LoadedMarker, LoadedRecord, read_key_values
 from broker.coordinator.partitioner import partition_for
 from broker.timer import CallbackTimerTask, SystemTimer, TimerTask
 from protocol.errors import ErrorCode, KafkaProtocolError
-from protocol.records import Record, build_batch
+from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Record, build_batch
 from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
-    from broker.replica_manager import ReplicaManager
+    from broker.replica_manager import ProduceResult, ReplicaManager
     from controller.interface import Controller
 
 log = structlog.get_logger("odradek.coordinator")
@@ -100,7 +103,43 @@ class CoordinatorShard(Protocol):
         """The partition is not this broker's any more: answer what waits, forget the state."""
 
 
+class TransactionalCoordinatorShard(CoordinatorShard, Protocol):
+    """A shard whose partition holds transactional records (the group coordinator's
+    TxnOffsetCommit offsets): its loader (loader.read_records) hands it every record with its
+    batch's offset and producer, and the transaction markers, in offset order."""
+
+    def replay_record(self, record: LoadedRecord) -> None:
+        """Apply one data record (transactional ones stay pending until their marker)."""
+
+    def replay_end_transaction_marker(self, marker: LoadedMarker) -> None:
+        """Apply a COMMIT/ABORT marker to the producer's pending records."""
+
+
 S = TypeVar("S", bound=CoordinatorShard)
+
+
+def _replay(shard: Any, entry: Any) -> None:
+    """One loaded entry into the shard: a (key, value) of read_key_values, or a LoadedRecord /
+    LoadedMarker of read_records for a TransactionalCoordinatorShard."""
+    if isinstance(entry, LoadedRecord):
+        shard.replay_record(entry)
+    elif isinstance(entry, LoadedMarker):
+        shard.replay_end_transaction_marker(entry)
+    else:
+        key, value = entry
+        shard.replay(key, value)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """A coordinator write's outcome: `error` is the coordinator's error (the module docstring's
+    mapping, NOT_COORDINATOR when the partition was lost meanwhile), `log_error` the log's own
+    (for a coordinator that maps errors its own way, as Kafka's storeOffsets does for
+    TxnOffsetCommit), `base_offset` the batch's offset in the log (-1 unless written)."""
+
+    error: int
+    log_error: int
+    base_offset: int = -1
 
 
 class CoordinatorState(enum.Enum):
@@ -143,12 +182,14 @@ class CoordinatorRuntime(Generic[S]):
         spawn: Callable[[Any], asyncio.Task[Any]],
         elections: bool,
         what: str,
-        loader: Callable[[Any], list[KeyValue]] = read_key_values,
+        loader: Callable[[Any], list[Any]] = read_key_values,
         write_timeout_ms: int = 30000,
     ) -> None:
         """`elections`: ownership comes from on_election / on_resignation (ZooKeeper mode); else a
         partition led here is owned (a single node). `controller` creates the topic (None: it
         cannot be created here). `spawn` runs the loads as background tasks (BackgroundTasks).
+        `loader` reads a partition for replay: read_key_values, or read_records for a
+        TransactionalCoordinatorShard.
         `what` names the state in log lines ("offsets and group metadata")."""
         self.topic = topic
         self._shard_builder = shard_builder
@@ -348,8 +389,8 @@ class CoordinatorRuntime(Generic[S]):
             return 0
         shard = self._shard_builder(partition)
         try:
-            for key, value in entries:
-                shard.replay(key, value)
+            for entry in entries:
+                _replay(shard, entry)
         except Exception:
             # Kafka's GroupMetadataManager: the partition is owned after a failed load too, with
             # what was replayed; the error is logged
@@ -404,23 +445,36 @@ class CoordinatorRuntime(Generic[S]):
         """Write `entries` (key, value; a None value is a tombstone) to the partition as one batch
         with acks=all and the COORDINATOR origin; the coordinator's error code (see the module
         docstring). The caller applies what it wrote to its state only on NONE."""
+        return (await self.write(partition, entries)).error
+
+    async def write(self, partition: int, entries: list[KeyValue], *, producer_id: int = NO_PRODUCER_ID,
+                    producer_epoch: int = NO_PRODUCER_EPOCH) -> WriteResult:
+        """`append`, with the batch's offset and the log's error too; with a `producer_id` the
+        batch is transactional, written for that producer id and epoch (base sequence 0, as
+        Kafka's GroupMetadataManager.storeOffsets builds a TxnOffsetCommit's batch): it stays
+        open in the partition until a marker ends the producer's transaction, and the log's
+        producer state checks the epoch (INVALID_PRODUCER_EPOCH for an older one)."""
         ctx = self._contexts.get(partition)
         if ctx is not None and ctx.state is not CoordinatorState.ACTIVE:
-            return ErrorCode.NOT_COORDINATOR  # loading: the state the write was computed from is gone
+            # loading: the state the write was computed from is gone
+            return WriteResult(ErrorCode.NOT_COORDINATOR, ErrorCode.NONE)
         now = int(time.time() * 1000)
+        transactional = producer_id != NO_PRODUCER_ID
         batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(entries)],
-                            base_timestamp=now)
+                            base_timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=0 if transactional else NO_SEQUENCE, is_transactional=transactional)
         tp = (self.topic.name, partition)
-        log_error = await self._append_to_log(tp, batch)
-        error = coordinator_error(log_error)
+        result = await self._append_to_log(tp, batch)
+        error = coordinator_error(result.error)
         if error == ErrorCode.UNKNOWN_SERVER_ERROR:
-            log.warning(f"append to {self.topic.name} failed", partition=partition, error=log_error)
+            log.warning(f"append to {self.topic.name} failed", partition=partition, error=result.error)
         if ctx is not None and self._contexts.get(partition) is not ctx:
-            return ErrorCode.NOT_COORDINATOR  # resigned while the write waited for its acks
-        return error
+            # resigned while the write waited for its acks
+            return WriteResult(ErrorCode.NOT_COORDINATOR, ErrorCode.NONE)
+        return WriteResult(error, result.error, result.base_offset if result.error == ErrorCode.NONE else -1)
 
-    async def _append_to_log(self, tp: TopicPartition, batch: bytes) -> int:
+    async def _append_to_log(self, tp: TopicPartition, batch: bytes) -> ProduceResult:
         results = await self._replica_manager.append_records(
             [(tp, batch)], -1, internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
             timeout_ms=self._write_timeout_ms)
-        return results[tp].error
+        return results[tp]

@@ -38,6 +38,16 @@ unloading, and the writes with their error mapping are the coordinator runtime's
 `offsets.retention.check.interval.ms` expired offsets (KIP-211 rules, `offsets.retention.minutes`)
 are tombstoned and Empty groups without offsets are removed.
 
+Transactional offsets (Kafka's handleTxnCommitOffsets, storeOffsets with a producer id,
+handleTxnCompletion): TxnOffsetCommit's offsets are pending for their producer id from before
+their write -- a transactional batch of the producer's id and epoch -- until the producer's
+COMMIT/ABORT marker is written to the group's partition (WriteTxnMarkers calls
+`on_transaction_completed`, and a load replays the marker): COMMIT makes each the committed
+offset unless a commit written later in the log is there already (Kafka's olderThan on the
+batches' offsets, which also orders plain commits against each other), ABORT drops them.
+Pending commits are not answered by OffsetFetch (`pending_offset_partitions` names them for
+require_stable's UNSTABLE_OFFSET_COMMIT).
+
 Threading: none. All state lives on the event loop and is mutated by plain functions; the only
 awaits are appends to `__consumer_offsets`, after which state is re-checked as Kafka does in its
 store callbacks.
@@ -47,12 +57,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from broker.coordinator import CoordinatorRuntime, InternalTopic
+from broker.coordinator.loader import read_records
 from broker.group import records as grec
 from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from broker.group.shard import GroupShard
@@ -88,6 +99,43 @@ class SyncResult:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
+
+
+# the log's error -> TxnOffsetCommit's (Kafka's GroupMetadataManager.storeOffsets); others as they are
+_TXN_COMMIT_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def txn_offset_commit_error(coordinator_error: int, log_error: int) -> int:
+    """TxnOffsetCommit's answer for its write: Kafka's storeOffsets maps the log's error itself
+    and passes the others through (INVALID_PRODUCER_EPOCH for a fenced producer epoch,
+    REQUEST_TIMED_OUT); NOT_COORDINATOR when the partition was lost while it was written."""
+    if log_error == ErrorCode.NONE:
+        return coordinator_error
+    return _TXN_COMMIT_ERRORS.get(log_error, log_error)
+
+
+def _within_metadata_size(
+    offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetAndMetadata]]:
+    """(OFFSET_METADATA_TOO_LARGE for the offsets whose metadata is longer than
+    `offset.metadata.max.bytes`, the others to store), as Kafka's storeOffsets filters them."""
+    result: dict[TopicPartition, int] = {}
+    to_store: dict[TopicPartition, OffsetAndMetadata] = {}
+    for tp, om in offsets.items():
+        if om.metadata is not None and len(om.metadata) > max_metadata_size:
+            result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        else:
+            to_store[tp] = om
+    return result, to_store
 
 
 def _resolve(fut: Any, value: Any) -> None:
@@ -212,7 +260,7 @@ class GroupCoordinator:
             lambda partition: GroupShard(self, partition),
             replica_manager=server.replica_manager, metadata_cache=server.metadata_cache,
             controller=server.controller, spawn=server._spawn, elections=server.zk_mode,
-            what="offsets and group metadata")
+            what="offsets and group metadata", loader=read_records)
         self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
@@ -271,10 +319,9 @@ class GroupCoordinator:
         `partitions`; an Empty group left without offsets (and without pending members) becomes
         Dead and leaves the cache. Returns the tombstones that make it so in the log."""
         group_id = group.group_id
-        for tp in partitions:
-            group.offsets.pop(tp, None)
+        group.remove_offsets(partitions)
         tombstones: list[tuple[bytes, bytes | None]] = [(grec.offset_key(group_id, t, p), None) for t, p in partitions]
-        if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+        if group.is_(GroupState.EMPTY) and not group.has_offsets() and not group.pending_members:
             log.info("group transitioned to Dead", group=group_id, generation=group.generation_id)
             group.transition_to(GroupState.DEAD)
             tombstones.append((grec.group_key(group_id), None))
@@ -298,7 +345,7 @@ class GroupCoordinator:
         for group_id, group in list(self.groups.items()):
             if group.is_(GroupState.DEAD) or not self.is_coordinator_for(group_id):
                 continue
-            gone = [tp for tp in group.offsets if tp[0] == topic]
+            gone = [tp for tp in set(group.offsets) | group.pending_partitions() if tp[0] == topic]
             if not gone:
                 continue
             removed += len(gone)
@@ -876,7 +923,8 @@ class GroupCoordinator:
     # -- offsets --------------------------------------------------------------------------------
 
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+        self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None,
+        transactional: bool = False,
     ) -> int | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -888,8 +936,10 @@ class GroupCoordinator:
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             return None
-        if not group.is_(GroupState.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit to a non-empty group
+        if not transactional and not group.is_(GroupState.EMPTY):
+            # only members may commit to a non-empty group; not so for transactional commits,
+            # whose versions before 3 name no member
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
     async def handle_commit_offsets(
@@ -914,25 +964,95 @@ class GroupCoordinator:
             return all_(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.has(member_id):
             self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
-        result: dict[TopicPartition, int] = {}
-        to_store = {}
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata) > max_metadata_size:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                to_store[tp] = om
+        result, to_store = _within_metadata_size(offsets, max_metadata_size)
         if to_store:
-            entries = [
-                (grec.offset_key(group_id, tp[0], tp[1]),
-                 grec.offset_value(grec.OffsetValue(om.offset, om.leader_epoch, om.metadata or "", om.commit_timestamp)))
-                for tp, om in to_store.items()
-            ]
-            error = await self._append(group_id, entries)
-            if not error and not group.is_(GroupState.DEAD):
-                group.offsets.update(to_store)
+            group.prepare_offset_commit(to_store)
+            written = await self.runtime.write(self.partition_for(group_id), self._offset_entries(group_id, to_store))
+            error = written.error
+            if not group.is_(GroupState.DEAD):
+                for tp, om in to_store.items():
+                    if error:
+                        group.fail_pending_offset_write(tp, om)
+                    else:
+                        group.on_offset_commit_append(tp, replace(om, appended_offset=written.base_offset))
             for tp in to_store:
                 result[tp] = error
         return {tp: result[tp] for tp in offsets}
+
+    @staticmethod
+    def _offset_entries(group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]) -> list[tuple[bytes, bytes]]:
+        return [
+            (grec.offset_key(group_id, tp[0], tp[1]),
+             grec.offset_value(grec.OffsetValue(om.offset, om.leader_epoch, om.metadata or "", om.commit_timestamp)))
+            for tp, om in offsets.items()
+        ]
+
+    # -- transactional offsets (TxnOffsetCommit and the markers) ---------------------------------
+
+    async def handle_txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
+        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int = 4096,
+    ) -> dict[TopicPartition, int]:
+        """Kafka's handleTxnCommitOffsets / doTxnCommitOffsets / storeOffsets with a producer id:
+        the group is created Empty if unknown; a request naming a member (v3+, KIP-447) is
+        checked like a plain commit (FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION),
+        one naming none is accepted whatever the group's state (older clients send none), and
+        no REBALANCE_IN_PROGRESS. The offsets are pending for the producer from before their
+        write until its marker (`on_transaction_completed`); the write is a transactional batch
+        of the producer's id and epoch. Kafka's KIP-890 verification (that the producer added
+        the group's partition through AddOffsetsToTxn) is not done."""
+        def all_(code: int) -> dict[TopicPartition, int]:
+            return {tp: code for tp in offsets}
+
+        err = self.validate_group_status(group_id)
+        if err is not None:
+            return all_(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id)
+        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
+        if err is not None:
+            return all_(err)
+        result, to_store = _within_metadata_size(offsets, max_metadata_size)
+        if not to_store:
+            return {tp: result[tp] for tp in offsets}
+        partition = self.partition_for(group_id)
+        shard = self.runtime.shard(partition)
+        group.prepare_txn_offset_commit(producer_id, to_store)
+        if shard is not None:
+            shard.add_producer_group(producer_id, group_id)
+        written = await self.runtime.write(partition, self._offset_entries(group_id, to_store),
+                                           producer_id=producer_id, producer_epoch=producer_epoch)
+        error = txn_offset_commit_error(written.error, written.log_error)
+        if not group.is_(GroupState.DEAD):
+            for tp, om in to_store.items():
+                if error:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+                else:
+                    group.on_txn_offset_commit_append(producer_id, tp, replace(om, appended_offset=written.base_offset))
+            if shard is not None and not group.has_pending_offset_commits_from(producer_id):
+                shard.remove_producer_group(producer_id, group_id)
+        for tp in to_store:
+            result[tp] = error
+        return {tp: result[tp] for tp in offsets}
+
+    def on_transaction_completed(self, producer_id: int, partitions: list[int], is_commit: bool) -> None:
+        """A COMMIT/ABORT marker of the producer is written to these `__consumer_offsets`
+        partitions (WriteTxnMarkers, after the append succeeded): its pending offsets in their
+        groups become committed or are dropped (Kafka's onTransactionCompleted /
+        handleTxnCompletion). A partition not active here any more is skipped: its next load
+        replays the marker."""
+        for partition in partitions:
+            shard = self.runtime.shard(partition)
+            if shard is not None:
+                shard.complete_transaction(producer_id, is_commit)
+
+    def pending_offset_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with a commit not yet visible (a transaction's before its
+        marker, a plain one while written): OffsetFetch's UNSTABLE_OFFSET_COMMIT with
+        require_stable (KIP-447)."""
+        group = self.groups.get(group_id)
+        return group.pending_partitions() if group is not None and not group.is_(GroupState.DEAD) else set()
 
     def handle_fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None

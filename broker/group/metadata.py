@@ -103,6 +103,15 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1  # only from OffsetCommitValue v1 (old per-commit retention)
+    # The base offset of the __consumer_offsets batch the commit was written in (Kafka's
+    # CommitRecordMetadataAndOffset.appendedBatchOffset), -1 until it is written; it orders a
+    # transaction's offsets against plain commits when the transaction commits. Not part of the
+    # value: two commits of the same offset are equal wherever they were written.
+    appended_offset: int = field(default=-1, compare=False)
+
+    def older_than(self, that: OffsetAndMetadata) -> bool:
+        """Written before `that` (Kafka's olderThan); a commit not yet written is older."""
+        return self.appended_offset < that.appended_offset
 
 
 @dataclass(eq=False)
@@ -121,6 +130,11 @@ class GroupMetadata:
     num_members_awaiting_join: int = 0
     new_member_added: bool = False
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # Plain commits whose append is in flight (Kafka's pendingOffsetCommits) and transactional
+    # ones by producer id until their marker (pendingTransactionalOffsetCommits): neither is in
+    # `offsets` yet; OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them.
+    pending_offset_commits: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    pending_txn_offset_commits: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     # When the group entered its state (Kafka's currentStateTimestamp); None for a group known
     # only from offsets loaded from the log.
     state_timestamp: int | None = field(default_factory=lambda: int(time.time() * 1000))
@@ -312,7 +326,7 @@ class GroupMetadata:
         def expired(base: Any, keep: set[str]) -> list[tuple[str, int]]:
             out = []
             for tp, om in self.offsets.items():
-                if tp[0] in keep:
+                if tp[0] in keep or tp in self.pending_offset_commits:
                     continue
                 if om.expire_timestamp >= 0:
                     if now_ms >= om.expire_timestamp:
@@ -344,6 +358,91 @@ class GroupMetadata:
         except (ValueError, KeyError, struct.error):
             return None
         return topics
+
+    # -- offsets: plain and transactional commits (Kafka's GroupMetadata offset bookkeeping) ------
+
+    def has_offsets(self) -> bool:
+        """Committed or pending offsets (Kafka's hasOffsets): a group with any is not removed."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offset_commits)
+
+    def has_pending_offset_commits_for(self, tp: tuple[str, int]) -> bool:
+        return tp in self.pending_offset_commits or any(
+            tp in offsets for offsets in self.pending_txn_offset_commits.values())
+
+    def pending_partitions(self) -> set[tuple[str, int]]:
+        """Every partition with a commit not yet visible (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        out = set(self.pending_offset_commits)
+        for offsets in self.pending_txn_offset_commits.values():
+            out.update(offsets)
+        return out
+
+    def prepare_offset_commit(self, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self.pending_offset_commits.update(offsets)
+
+    def on_offset_commit_append(self, tp: tuple[str, int], om: OffsetAndMetadata) -> None:
+        """A plain commit is written at `om.appended_offset`: it becomes the committed offset
+        unless a newer one was written meanwhile (a transaction's, committed while this write
+        waited), or the partition's offsets were removed (its topic deleted) while it waited."""
+        staged = self.pending_offset_commits.get(tp)
+        if staged is None:
+            return
+        current = self.offsets.get(tp)
+        if current is None or current.older_than(om):
+            self.offsets[tp] = om
+        if staged == om:
+            del self.pending_offset_commits[tp]
+
+    def fail_pending_offset_write(self, tp: tuple[str, int], om: OffsetAndMetadata) -> None:
+        if self.pending_offset_commits.get(tp) == om:
+            del self.pending_offset_commits[tp]
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        """A TxnOffsetCommit's offsets, pending for the producer from before their write."""
+        self.pending_txn_offset_commits.setdefault(producer_id, {}).update(offsets)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: tuple[str, int], om: OffsetAndMetadata) -> None:
+        """Record where the pending offset was written (its marker may already have dropped it)."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None and tp in pending and pending[tp] == om:
+            pending[tp] = om
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: tuple[str, int]) -> None:
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def has_pending_offset_commits_from(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> list[tuple[str, int]]:
+        """The producer's transaction ended (Kafka's completePendingTxnOffsetCommit): on COMMIT
+        its offsets become the committed ones, each unless a plain commit written after it is
+        already there; on ABORT they are dropped. Returns the partitions it committed; a pending
+        offset whose write has not completed (none on a COMMIT the client sent in order) is
+        dropped, as it cannot be ordered."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, {})
+        committed = []
+        if is_commit:
+            for tp, om in pending.items():
+                if om.appended_offset < 0:
+                    continue
+                current = self.offsets.get(tp)
+                if current is None or current.older_than(om):
+                    self.offsets[tp] = om
+                    committed.append(tp)
+        return committed
+
+    def remove_offsets(self, partitions: list[tuple[str, int]]) -> None:
+        """Forget the partitions' committed and pending offsets (Kafka's removeOffsets)."""
+        for tp in partitions:
+            self.offsets.pop(tp, None)
+            self.pending_offset_commits.pop(tp, None)
+            for producer_id, pending in list(self.pending_txn_offset_commits.items()):
+                pending.pop(tp, None)
+                if not pending:
+                    del self.pending_txn_offset_commits[producer_id]
 
 
 def parse_subscription_topics(buf: bytes) -> set[str]:

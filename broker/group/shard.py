@@ -6,11 +6,21 @@ The groups themselves stay in the GroupCoordinator's one `groups` map (keyed by 
 handlers look them up); a shard replays its partition's records into that map, starts the
 loaded members' session timers, and on unload takes its partition's groups out again.
 
-Replay, record by record in offset order: an offset commit sets the group's committed offset (a
-group known only by its offsets is an Empty group), an offset tombstone removes it; a group
-record replaces the group's metadata and members (Stable with members, else Empty) and keeps the
-offsets already loaded; a group tombstone leaves only the offsets (the group goes when it has
-none). An unreadable record is skipped with a warning.
+Replay, record by record in offset order (the runtime reads the partition with
+loader.read_records: every record with its batch's offset and producer, and the markers), as
+Kafka's doLoadGroupsAndOffsets: an offset commit sets the group's committed offset (a group known
+only by its offsets is an Empty group), an offset tombstone removes it; a group record replaces
+the group's metadata and members (Stable with members, else Empty) and keeps the offsets already
+loaded; a group tombstone leaves only the offsets (the group goes when it has none). An offset
+commit in a transactional batch (TxnOffsetCommit) is pending for its producer, not committed,
+until that producer's marker: COMMIT makes it the committed offset unless a commit written after
+it is there already, ABORT drops it; one with no marker yet stays pending after the load (its
+transaction is still open: the transaction coordinator's marker completes it). An unreadable
+record is skipped with a warning.
+
+The shard also knows which of its groups have pending transactional offsets of a producer
+(Kafka's openGroupsForProducer, kept per partition here), so a marker written to this partition
+completes them without looking at every group.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.coordinator.loader import LoadedMarker, LoadedRecord
 from broker.group import records as grec
 from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 
@@ -32,16 +43,48 @@ class GroupShard:
     def __init__(self, coordinator: GroupCoordinator, partition: int) -> None:
         self.coordinator = coordinator
         self.partition = partition
+        self.open_groups_for_producer: dict[int, set[str]] = {}
 
     def _own_groups(self) -> list[GroupMetadata]:
         gc = self.coordinator
         return [g for gid, g in gc.groups.items() if gc.partition_for(gid) == self.partition]
 
     def replay(self, key: bytes, value: bytes | None) -> None:
+        """A record with no batch context (read_key_values): as a plain commit of unknown offset."""
+        self.replay_record(LoadedRecord(key, value, -1, -1))
+
+    def replay_record(self, record: LoadedRecord) -> None:
         try:
-            replay_record(self.coordinator.groups, key, value)
+            group_id = replay_record(self.coordinator.groups, record.key, record.value,
+                                     batch_offset=record.batch_offset, producer_id=record.producer_id)
         except (ValueError, UnicodeDecodeError) as e:
             log.warning("skipping an unreadable __consumer_offsets record", error=str(e))
+            return
+        if group_id is not None and record.producer_id >= 0:
+            self.add_producer_group(record.producer_id, group_id)
+
+    def replay_end_transaction_marker(self, marker: LoadedMarker) -> None:
+        self.complete_transaction(marker.producer_id, marker.commit)
+
+    def add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+
+    def remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.open_groups_for_producer[producer_id]
+
+    def complete_transaction(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's marker is written to (or replayed from) this partition: complete its
+        pending offsets in every group of the partition that has some (Kafka's
+        handleTxnCompletion)."""
+        groups = self.coordinator.groups
+        for group_id in self.open_groups_for_producer.pop(producer_id, set()):
+            group = groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, is_commit)
 
     def on_loaded(self) -> None:
         """The loaded members' sessions start now (Kafka's onGroupLoaded)."""
@@ -68,35 +111,46 @@ class GroupShard:
             log.info(f"Finished unloading {gc.runtime.topic.name}-{self.partition}. Removed {unloaded} cached groups.")
 
 
-def replay_record(groups: dict[str, GroupMetadata], key_bytes: bytes, value: bytes | None) -> None:
-    """Apply one `__consumer_offsets` record to `groups` (see the module docstring); raises
-    ValueError / UnicodeDecodeError for an unreadable one."""
+def replay_record(groups: dict[str, GroupMetadata], key_bytes: bytes, value: bytes | None, *,
+                  batch_offset: int = -1, producer_id: int = -1) -> str | None:
+    """Apply one `__consumer_offsets` record, of the batch at `batch_offset` (transactional for
+    `producer_id` >= 0), to `groups` (see the module docstring). Returns the group of an offset
+    record (None for others); raises ValueError / UnicodeDecodeError for an unreadable one."""
     key = grec.decode_key(key_bytes)
     if isinstance(key, grec.OffsetKey):
         tp = (key.topic, key.partition)
+        transactional = producer_id >= 0
         if value is None:
             group = groups.get(key.group)
             if group is not None:
-                group.offsets.pop(tp, None)
-            return
+                if transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+                else:
+                    group.offsets.pop(tp, None)
+            return key.group
         v = grec.decode_offset_value(value)
         if key.group not in groups:
             groups[key.group] = GroupMetadata(key.group, state_timestamp=None)
-        groups[key.group].offsets[tp] = OffsetAndMetadata(
-            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
-        )
-    elif isinstance(key, grec.GroupKey):
+        om = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp,
+                               appended_offset=batch_offset)
+        if transactional:
+            groups[key.group].prepare_txn_offset_commit(producer_id, {tp: om})
+        else:
+            groups[key.group].offsets[tp] = om
+        return key.group
+    if isinstance(key, grec.GroupKey):
         if value is None:
             group = groups.get(key.group)
             if group is not None:
-                offsets = group.offsets
-                groups[key.group] = GroupMetadata(key.group, offsets=offsets, state_timestamp=None)
-                if not offsets:
+                groups[key.group] = _carry_offsets(group, GroupMetadata(key.group, state_timestamp=None))
+                if not group.has_offsets():
                     del groups[key.group]
-            return
+            return None
         gv = grec.decode_group_value(value)
         old = groups.get(key.group)
-        group = GroupMetadata(key.group, offsets=old.offsets if old else {})
+        group = GroupMetadata(key.group)
+        if old is not None:
+            _carry_offsets(old, group)
         group.generation_id = gv.generation
         group.protocol_type = gv.protocol_type or None
         group.protocol_name = gv.protocol
@@ -112,3 +166,12 @@ def replay_record(groups: dict[str, GroupMetadata], key_bytes: bytes, value: byt
         group.leader_id = gv.leader if gv.leader in group.members else group.leader_id
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         groups[key.group] = group
+    return None
+
+
+def _carry_offsets(old: GroupMetadata, new: GroupMetadata) -> GroupMetadata:
+    """`new` (a group record's replacement of `old`) keeps the offsets loaded so far, committed
+    and pending."""
+    new.offsets = old.offsets
+    new.pending_txn_offset_commits = old.pending_txn_offset_commits
+    return new

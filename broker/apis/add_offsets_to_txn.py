@@ -3,7 +3,7 @@ consumer group's offsets in its transaction (sendOffsetsToTransaction) adds the 
 `__consumer_offsets` partition -- `abs(javaHash(group)) % partitions` -- to the transaction,
 through the transaction coordinator exactly as AddPartitionsToTxn adds a partition (Kafka's
 handleAddOffsetsToTxnRequest). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for v0-1. The offsets
-themselves come with TxnOffsetCommit, to the group coordinator (not served yet).
+themselves come with TxnOffsetCommit, to the group coordinator (broker/apis/txn_offset_commit.py).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
 from controller.image import BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedController
@@ -100,6 +101,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
+        self.txn_marker_channel_manager: TransactionMarkerChannelManager | None = None
         self.log_cleaner: LogCleaner | None = None
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
@@ -223,7 +225,17 @@ class BrokerServer:
         state_manager = TransactionStateManager(
             self.config, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
             controller=controller, spawn=self._spawn, elections=self.zk_mode)
-        self.transaction_coordinator = TransactionCoordinator(state_manager, allocate_producer_id)
+        # the markers go to each partition's leader over the network, this broker included (as
+        # Kafka); a single node reaches itself on its advertised listener
+        cfg = self.config
+        listener = self.inter_broker_listener_name if self.zk_mode else cfg.advertised_listeners[0].name
+        markers = self.txn_marker_channel_manager = TransactionMarkerChannelManager(
+            state_manager, self.metadata_cache,
+            NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-txn-marker-sender",
+                                              request_timeout_ms=cfg["request.timeout.ms"])),
+            inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
+        self.transaction_coordinator = TransactionCoordinator(
+            state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send)
         replayed = await state_manager.startup(self.replica_manager.leadership_listeners)
         log.info("loaded transaction metadata", records=replayed)
 
@@ -454,6 +466,8 @@ class BrokerServer:
         await self.tasks.cancel_all()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()
+        if self.txn_marker_channel_manager is not None:
+            await self.txn_marker_channel_manager.shutdown()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.state_manager.shutdown()
         if self.controller is not None:  # metadata writes still queued land before the marker

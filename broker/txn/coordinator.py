@@ -12,14 +12,17 @@ concurrent request for the id answers CONCURRENT_TRANSACTIONS), writes the trans
   epochs are exhausted, a new producer id); KIP-360 callers name their producer id and epoch
   (PRODUCER_FENCED when another producer replaced it). An open transaction is fenced: its
   epoch is bumped and PrepareAbort written with it, and the caller answered
-  CONCURRENT_TRANSACTIONS, so it retries once the abort completed. The abort completes when its
-  markers are written -- which this broker does not send yet (Kafka's
-  TransactionMarkerChannelManager, still to come): until then the id stays in PrepareAbort and
-  every retry is answered CONCURRENT_TRANSACTIONS.
+  CONCURRENT_TRANSACTIONS, so it retries once the abort completed: the abort completes when the
+  marker sender (markers.py, Kafka's TransactionMarkerChannelManager) has written its markers
+  and CompleteAbort; until then every retry is answered CONCURRENT_TRANSACTIONS.
 * AddPartitionsToTxn / AddOffsetsToTxn: Ongoing with the partitions added.
 * EndTxn: PrepareCommit / PrepareAbort written, then the client answered NONE, as Kafka does;
-  the markers and the CompleteCommit / CompleteAbort record are the marker sender's (not yet:
-  the transaction stays in its Prepare state, its partitions' last stable offset does not move).
+  the transaction is handed to the marker sender with its CompleteCommit / CompleteAbort
+  transit (whose pending state makes a retried EndTxn or the next InitProducerId answer
+  CONCURRENT_TRANSACTIONS until the sender wrote it).
+* A `__transaction_state` partition loaded here with ids in PrepareCommit / PrepareAbort (a
+  coordinator that took over between EndTxn and the markers): their markers are sent likewise
+  (Kafka's TransactionStateManager load completion).
 
 Threading: none; the awaits are the producer id allocation and the writes, and every decision
 is taken again from the metadata as it is after them.
@@ -43,7 +46,12 @@ from broker.txn.decisions import (
     prepare_end_transaction_transit,
     prepare_init_producer_id_transit,
 )
-from broker.txn.metadata import TopicPartition, TransactionState, TxnTransitMetadata
+from broker.txn.metadata import (
+    TopicPartition,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
 from broker.txn.state_manager import CoordinatorEpochAndTxnMetadata, TransactionStateManager
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
@@ -77,6 +85,29 @@ class TransactionCoordinator:
         self._allocate_producer_id = allocate_producer_id
         self._clock_ms = clock_ms
         self._send_markers = send_markers
+        state_manager.on_partition_loaded = self._send_markers_of_loaded
+
+    def _send_markers_of_loaded(self, partition: int, pending: list[TransactionMetadata]) -> None:
+        """A loaded partition's transactions in PrepareCommit / PrepareAbort: their markers sent
+        and their Complete* written (Kafka's loadTransactionsForTxnTopicPartition)."""
+        if not pending:
+            return
+        coordinator_epoch = self.state_manager.runtime.epoch(partition)
+        if self._send_markers is None or coordinator_epoch is None:
+            log.warning(f"{len(pending)} transactions of partition {partition} wait for their markers; none are "
+                        "sent (no marker sender, or the partition is not active)")
+            return
+        for metadata in pending:
+            result = (TransactionResult.COMMIT if metadata.state == TransactionState.PREPARE_COMMIT
+                      else TransactionResult.ABORT)
+            transit = prepare_complete_transaction_transit(metadata, metadata.producer_id, metadata.producer_epoch,
+                                                           result, self._clock_ms())
+            if isinstance(transit, ErrorCode):
+                log.warning(f"Not sending {metadata.transactional_id}'s markers after the load: {transit.name}")
+                continue
+            log.info(f"Sending {metadata.transactional_id}'s transaction markers for {result.name} after loading "
+                     f"partition {partition}", coordinator_epoch=coordinator_epoch)
+            self._send_markers(coordinator_epoch, result, metadata.transactional_id, transit)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.state_manager.partition_for(transactional_id)
@@ -222,9 +253,9 @@ class TransactionCoordinator:
         if not isinstance(now, CoordinatorEpochAndTxnMetadata) or now.coordinator_epoch != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
         if self._send_markers is None:
-            # no marker sender yet: the transaction stays in its Prepare state (see the docstring)
+            # unit tests of the coordinator without a sender: the transaction stays in its Prepare state
             log.warning(f"{transactional_id}'s transaction is {decision.transit.txn_state.state_name}; its markers "
-                        "are not sent (no marker sender yet)", producer_id=producer_id)
+                        "are not sent (no marker sender)", producer_id=producer_id)
             return ErrorCode.NONE
         complete = prepare_complete_transaction_transit(now.metadata, decision.transit.producer_id,
                                                         decision.transit.producer_epoch, result, self._clock_ms())

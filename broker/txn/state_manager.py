@@ -73,9 +73,10 @@ class TransactionShard:
     """The transactional ids of one `__transaction_state` partition (Kafka's
     transactionMetadataCache entry for the partition)."""
 
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, on_loaded: Callable[[TransactionShard], None] | None = None) -> None:
         self.partition = partition
         self.transactions: dict[str, TransactionMetadata] = {}
+        self._on_loaded = on_loaded
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """One record in offset order: the id's latest metadata, or its removal (tombstone). A
@@ -92,13 +93,16 @@ class TransactionShard:
             self.transactions[transactional_id] = metadata
 
     def on_loaded(self) -> None:
-        """Kafka resends the markers of transactions found in PrepareCommit / PrepareAbort here;
-        without the marker sender they stay so (their clients get CONCURRENT_TRANSACTIONS)."""
-        pending = [t for t, m in self.transactions.items()
-                   if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)]
-        if pending:
-            log.warning(f"{len(pending)} transactions of {TRANSACTION_STATE_TOPIC}-{self.partition} wait for "
-                        "their markers, which this broker does not send yet", transactional_ids=pending[:10])
+        """The partition is active here: the state manager's hook resends the markers of the
+        transactions found in PrepareCommit / PrepareAbort (Kafka's load completion)."""
+        if self._on_loaded is not None:
+            self._on_loaded(self)
+
+    def pending_markers(self) -> list[TransactionMetadata]:
+        """The transactions in PrepareCommit / PrepareAbort with no transition in progress."""
+        return [m for m in self.transactions.values()
+                if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
+                and not m.pending_transition_in_progress]
 
     def on_unloaded(self) -> None:
         """Kafka's removeTransactionsForTxnTopicPartition: the ids are the new leader's now."""
@@ -127,10 +131,23 @@ class TransactionStateManager:
         elections: bool,
     ) -> None:
         self.transaction_max_timeout_ms: int = config["transaction.max.timeout.ms"]
+        # the coordinator's hook for a loaded partition (its Prepare transactions, its timers)
+        self.on_partition_loaded: Callable[[int, list[TransactionMetadata]], None] | None = None
         self.runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
-            transaction_topic(config), TransactionShard, replica_manager=replica_manager,
+            transaction_topic(config), lambda p: TransactionShard(p, self._shard_loaded), replica_manager=replica_manager,
             metadata_cache=metadata_cache, controller=controller, spawn=spawn, elections=elections,
             what="transaction metadata", write_timeout_ms=config["request.timeout.ms"])
+
+    def _shard_loaded(self, shard: TransactionShard) -> None:
+        pending = shard.pending_markers()
+        if self.on_partition_loaded is None:
+            if not pending:
+                return
+            log.warning(f"{len(pending)} transactions of {TRANSACTION_STATE_TOPIC}-{shard.partition} wait for "
+                        "their markers and no marker sender is set",
+                        transactional_ids=[m.transactional_id for m in pending[:10]])
+            return
+        self.on_partition_loaded(shard.partition, pending)
 
     async def startup(self, leadership_listeners: list[Any]) -> int:
         """Start the runtime, load the partitions led here (a single node, before clients

@@ -4,6 +4,11 @@ against a real single `odradek serve` (issue #22's first half of the transaction
 * TransactionalFencing: `initTransactions()` of a producer, then of a second producer with the
   same transactional.id, which fences the first: the first's send and commit fail with
   ProducerFencedException (Kafka's answer to an epoch that was bumped).
+* Transactions end to end (the marker sender): three transactions over several partitions,
+  committed, aborted, committed; a read_committed Java consumer reads exactly the committed
+  records, a read_uncommitted one all of them. A producer fenced mid-transaction by a second one
+  with the same transactional.id: its transaction is aborted, the second's `initTransactions()`
+  completes once the abort's markers are written, and the first's commit fails.
 * The `__transaction_state` records the coordinator wrote are Kafka's: with the broker stopped,
   `kafka.tools.DumpLogSegments --transaction-log-decoder` decodes each of them (transactional id,
   producer id, epoch, state) as it decodes a Kafka broker's.
@@ -24,6 +29,7 @@ import pytest
 from tests.broker_process import BrokerProcess
 from tests.compat.jvm import JAVA_SRC, compile_java, kafka_version, run_tool
 from tests.compat.test_java_client import run_java
+from tests.txn_requests import read_values, until_stable
 
 SINGLE_BROKER_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.replication.factor=1"]
 
@@ -31,7 +37,8 @@ SINGLE_BROKER_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.r
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> str:
     assert kafka_version().startswith("3.9."), kafka_version()
-    sources = [JAVA_SRC / "src" / n for n in ("TransactionalFencing.java", "CreateTopic.java", "Json.java")]
+    sources = [JAVA_SRC / "src" / n for n in ("TransactionalFencing.java", "Transactions.java", "CreateTopic.java",
+                                              "Json.java")]
     return compile_java(sources, tmp_path_factory.mktemp("java-txn") / "classes")
 
 
@@ -60,6 +67,39 @@ def test_java_init_transactions_and_a_second_producer_fences_the_first(classes: 
     assert run_java(classes, "CreateTopic", broker.bootstrap, "txn-out", "2", timeout=60) == [
         {"created": "txn-out", "partitions": 2}]
     assert fencing_steps(classes, broker.bootstrap, "java-txn", "txn-out") == FENCED
+
+
+def consumed(classes: str, bootstrap: str, topic: str, isolation: str) -> list[str]:
+    [out] = run_java(classes, "Transactions", "consume", bootstrap, topic, isolation, timeout=120)
+    return out["values"]
+
+
+def test_java_commit_and_abort_read_by_isolation_level(classes: str, broker: BrokerProcess) -> None:
+    """Without the marker sender the second transaction's first send waits for ever behind
+    CONCURRENT_TRANSACTIONS (the first commit never completes) and the program times out."""
+    run_java(classes, "CreateTopic", broker.bootstrap, "txn-ca", "3", timeout=60)
+    assert run_java(classes, "Transactions", "commit-abort", broker.bootstrap, "java-ca", "txn-ca", "3",
+                    timeout=120) == [{"committed": "c"}, {"aborted": "a"}, {"committed": "d"}]
+    until_stable(broker.port, "txn-ca", 3)  # EndTxn is answered before the markers are written
+    assert consumed(classes, broker.bootstrap, "txn-ca", "read_committed") == [
+        "c-0", "c-1", "c-2", "d-0", "d-1", "d-2"]
+    assert read_values(broker.bootstrap, "txn-ca", 3, "read_committed") == [
+        b"c-0", b"c-1", b"c-2", b"d-0", b"d-1", b"d-2"]
+    assert consumed(classes, broker.bootstrap, "txn-ca", "read_uncommitted") == [
+        "a-0", "a-1", "a-2", "c-0", "c-1", "c-2", "d-0", "d-1", "d-2"]
+
+
+def test_java_producer_fenced_mid_transaction_is_aborted(classes: str, broker: BrokerProcess) -> None:
+    """The second producer's initTransactions() fences the first's open transaction and
+    completes only once its abort's markers are written (CONCURRENT_TRANSACTIONS until then; it
+    would time out without the marker sender)."""
+    run_java(classes, "CreateTopic", broker.bootstrap, "txn-fence", "1", timeout=60)
+    assert run_java(classes, "Transactions", "fence", broker.bootstrap, "java-fence", "txn-fence", timeout=120) == [
+        {"first": "sent"}, {"initialized": "second"}, {"committed": "f2"},
+        {"first": "commit", "error": "ProducerFencedException"}]
+    until_stable(broker.port, "txn-fence", 1)
+    assert consumed(classes, broker.bootstrap, "txn-fence", "read_committed") == ["f2"]
+    assert consumed(classes, broker.bootstrap, "txn-fence", "read_uncommitted") == ["f1", "f2"]
 
 
 def test_kafka_dump_log_decodes_the_transaction_state_written(classes: str, broker: BrokerProcess) -> None:

@@ -3,12 +3,14 @@ transactional ids, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTx
 confluent-kafka (librdkafka) and raw requests, and its state across a kill -9 and restart.
 
 The broker runs with transaction.state.log.min.isr=1 (as Kafka's example server.properties):
-Kafka's default of 2 cannot be met by one broker. Transaction markers are not sent yet, so no
-test here expects a transaction to complete.
+Kafka's default of 2 cannot be met by one broker. The coordinator's marker sender completes the
+transactions: confluent-kafka's commits and aborts are read back by read_committed and
+read_uncommitted consumers, and a fenced producer's transaction is aborted.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +30,14 @@ from protocol.messages.add_partitions_to_txn_request import (
 )
 from tests.broker_process import BrokerProcess
 from tests.raw_client import RawConnection
-from tests.txn_requests import add_partitions, auto_create, init, init_when_ready
+from tests.txn_requests import (
+    add_partitions,
+    auto_create,
+    init,
+    init_when_ready,
+    read_values,
+    until_stable,
+)
 
 SINGLE_BROKER_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.num.partitions=5",
                      "num.partitions=2"]
@@ -46,8 +55,7 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 def test_confluent_kafka_init_transactions_and_fencing(broker: BrokerProcess) -> None:
     """librdkafka finds the coordinator, initialises, adds a partition on produce; a second
     producer with the same transactional.id fences the first, whose produce (AddPartitionsToTxn)
-    and commit then fail fatally with _FENCED. (The second's own init waits for the fenced transaction's abort, which needs
-    the markers this broker does not send yet, so it is not asked to init here.)"""
+    and commit then fail fatally with _FENCED. The second then commits a transaction of its own."""
     settings = {"bootstrap.servers": broker.bootstrap, "transactional.id": "ck-txn"}
     first = Producer(settings)
     first.init_transactions(30)
@@ -61,6 +69,33 @@ def test_confluent_kafka_init_transactions_and_fencing(broker: BrokerProcess) ->
         first.commit_transaction(30)
     for error in (failed.value.args[0], commit.value.args[0]):
         assert error.fatal() and error.code() == KafkaError._FENCED, error
+    second.begin_transaction()
+    second.produce("ck-out", b"second", partition=0)
+    second.commit_transaction(30)
+    until_stable(broker.port, "ck-out", 2)
+    assert read_values(broker.bootstrap, "ck-out", 2, "read_committed") == [b"second"]
+
+
+def test_confluent_kafka_commit_and_abort(broker: BrokerProcess) -> None:
+    """librdkafka's transactional producer: a committed transaction over both partitions, an
+    aborted one, a committed one. Once the markers are written (the last stable offset reaches
+    the high watermark), read_committed reads exactly the committed records, read_uncommitted
+    all of them. Without the marker sender the second begin's AddPartitionsToTxn is answered
+    CONCURRENT_TRANSACTIONS for ever and the last stable offset never moves."""
+    with RawConnection(broker.port, "raw-txn") as c:
+        auto_create(c, "ck-ca")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ck-ca"})
+    p.init_transactions(30)
+    for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
+        p.begin_transaction()
+        for i in range(2):
+            p.produce("ck-ca", prefix + b"-%d" % i, partition=i)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    until_stable(broker.port, "ck-ca", 2)
+    assert read_values(broker.bootstrap, "ck-ca", 2, "read_committed") == [b"c-0", b"c-1", b"d-0", b"d-1"]
+    assert read_values(broker.bootstrap, "ck-ca", 2, "read_uncommitted") == [
+        b"a-0", b"a-1", b"c-0", b"c-1", b"d-0", b"d-1"]
 
 
 def test_raw_transaction_requests_answer_as_kafka(broker: BrokerProcess) -> None:
@@ -112,10 +147,16 @@ def test_raw_transaction_requests_answer_as_kafka(broker: BrokerProcess) -> None
                                            committed=True)).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
         assert c.call(26, 3, EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch,
                                            committed=True)).error_code == 0
-        # PrepareCommit written; its markers are not sent yet, so it stays there
+        # PrepareCommit written: a retry answers CONCURRENT_TRANSACTIONS until the markers and
+        # CompleteCommit are written, then NONE; the opposite decision is INVALID_TXN_STATE
+        deadline = time.monotonic() + 30
+        while (retried := c.call(26, 3, EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch,
+                                                      committed=True)).error_code) != 0:
+            assert retried == ErrorCode.CONCURRENT_TRANSACTIONS and time.monotonic() < deadline, retried
+            time.sleep(0.05)
         assert c.call(26, 3, EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch,
                                            committed=False)).error_code == ErrorCode.INVALID_TXN_STATE
-        assert init(c, "t")[0] == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert init(c, "t") == (0, pid, epoch + 1)
 
 
 def test_the_coordinator_reads_its_state_back_after_a_kill(broker: BrokerProcess) -> None:
@@ -133,5 +174,10 @@ def test_the_coordinator_reads_its_state_back_after_a_kill(broker: BrokerProcess
         assert init_when_ready(c, "kept") == (0, pid, 2)
         assert init_when_ready(c, "open")[0] == ErrorCode.CONCURRENT_TRANSACTIONS  # Ongoing: fenced, aborting
         assert add_partitions(c, 3, "open", open_pid, 0, {"out": [0]}) == {("out", 0): ErrorCode.PRODUCER_FENCED}
+        # the abort's markers are written: the next InitProducerId gets the epoch after the fence's
+        deadline = time.monotonic() + 30
+        while (answer := init(c, "open"))[0] == ErrorCode.CONCURRENT_TRANSACTIONS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert answer == (0, open_pid, 2)
         _, fresh, _ = init_when_ready(c, "fresh")
         assert fresh not in (pid, open_pid)

@@ -36,8 +36,10 @@ TIMEOUT_MS = 60000
 
 
 def config(tmp_path: Path, min_isr: int = 1) -> KafkaConfig:
+    """No listener is bound here (port 0): the marker sender's WriteTxnMarkers to this broker
+    never connect, so a transaction stays in its Prepare state with its markers pending."""
     return KafkaConfig({
-        "log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092",
+        "log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0",
         "transaction.state.log.num.partitions": str(PARTITIONS),
         "transaction.state.log.min.isr": str(min_isr), "transaction.max.timeout.ms": "900000",
     })
@@ -182,10 +184,13 @@ async def test_add_partitions_and_end_txn_write_their_states(server: BrokerServe
     assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT) == ErrorCode.NONE
     assert summary(records(server, partition)[-1][1]) == (pid, 0, S.PREPARE_COMMIT, {("a", 0), ("a", 1)}, TIMEOUT_MS)
     assert state_of(tc, "t").state == S.PREPARE_COMMIT
-    # waiting for its markers: a retry is CONCURRENT_TRANSACTIONS, the other decision INVALID_TXN_STATE
+    # waiting for its markers (CompleteCommit pending): a retry of either decision is
+    # CONCURRENT_TRANSACTIONS, as Kafka answers while the pending transition is in progress
+    assert state_of(tc, "t").pending_state == S.COMPLETE_COMMIT
     assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT) == \
         ErrorCode.CONCURRENT_TRANSACTIONS
-    assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.ABORT) == ErrorCode.INVALID_TXN_STATE
+    assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.ABORT) == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
     assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("b", 0)]) == \
         ErrorCode.CONCURRENT_TRANSACTIONS
     assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.CONCURRENT_TRANSACTIONS
@@ -233,7 +238,8 @@ async def test_init_producer_id_fences_an_open_transaction_and_aborts_it(server:
     assert summary(records(server, tc.partition_for("t"))[-1][1]) == (pid, 1, S.PREPARE_ABORT, {("a", 0)}, TIMEOUT_MS)
     assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("b", 0)]) == ErrorCode.PRODUCER_FENCED
     assert await tc.handle_end_transaction("t", pid, 0, TransactionResult.COMMIT) == ErrorCode.PRODUCER_FENCED
-    # no markers are sent yet: the abort does not complete, the new producer keeps retrying
+    # the markers cannot be delivered here (see config): the abort does not complete, the new
+    # producer keeps retrying
     assert (await tc.handle_init_producer_id("t", TIMEOUT_MS, None)).error == ErrorCode.CONCURRENT_TRANSACTIONS
 
 

@@ -52,7 +52,7 @@ from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
-from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
 from controller.image import BrokerInfo, MetadataImage
@@ -235,7 +235,8 @@ class BrokerServer:
                                               request_timeout_ms=cfg["request.timeout.ms"])),
             inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         self.transaction_coordinator = TransactionCoordinator(
-            state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send)
+            state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send,
+            timeouts=TransactionTimeouts.from_config(cfg), spawn=self._spawn)
         replayed = await state_manager.startup(self.replica_manager.leadership_listeners)
         log.info("loaded transaction metadata", records=replayed)
 

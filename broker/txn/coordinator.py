@@ -30,9 +30,11 @@ is taken again from the metadata as it is after them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -47,13 +49,14 @@ from broker.txn.decisions import (
     prepare_init_producer_id_transit,
 )
 from broker.txn.metadata import (
+    IllegalStateError,
     TopicPartition,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
 )
 from broker.txn.state_manager import CoordinatorEpochAndTxnMetadata, TransactionStateManager
-from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 log = structlog.get_logger("odradek.txn")
@@ -68,6 +71,24 @@ class InitProducerIdResult:
 
 MarkerSender = Callable[[int, TransactionResult, str, TxnTransitMetadata], None]
 
+ABORT_TIMED_OUT_TIMER = "abort-timed-out-transactions"
+EXPIRE_IDS_TIMER = "remove-expired-transactional-ids"
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionTimeouts:
+    """Kafka's TransactionConfig intervals (defaults as Kafka 3.9's)."""
+
+    abort_timed_out_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
+
+    @classmethod
+    def from_config(cls, config: Any) -> TransactionTimeouts:
+        return cls(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                   config["transactional.id.expiration.ms"],
+                   config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
 
 class TransactionCoordinator:
     def __init__(
@@ -77,15 +98,100 @@ class TransactionCoordinator:
         *,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         send_markers: MarkerSender | None = None,
+        timeouts: TransactionTimeouts | None = None,
+        spawn: Callable[[Any], asyncio.Task[Any]] | None = None,
     ) -> None:
         """`allocate_producer_id`: the next producer id, durable before it is returned (raises
         KafkaProtocolError, a StorageError included, with the code to answer). `send_markers(coordinator_epoch, result, id,
-        complete_transit)`: the marker sender, None until one exists."""
+        complete_transit)`: the marker sender (markers.py). With `timeouts` and `spawn`, every
+        loaded partition aborts its timed-out transactions and removes its expired ids on the
+        runtime's timers."""
         self.state_manager = state_manager
         self._allocate_producer_id = allocate_producer_id
         self._clock_ms = clock_ms
         self._send_markers = send_markers
-        state_manager.on_partition_loaded = self._send_markers_of_loaded
+        self._timeouts = timeouts
+        self._spawn = spawn
+        state_manager.on_partition_loaded = self._on_partition_loaded
+
+    def _on_partition_loaded(self, partition: int, pending: list[TransactionMetadata]) -> None:
+        """A partition is this coordinator's now: its Prepare transactions' markers are sent and
+        its timers started."""
+        self._send_markers_of_loaded(partition, pending)
+        if self._timeouts is not None and self._spawn is not None:
+            self._schedule_abort_timed_out(partition)
+            self._schedule_remove_expired(partition)
+
+    # -- timeouts (Kafka's abortTimedOutTransactions / removeExpiredTransactionalIds) --------------
+
+    def _schedule_abort_timed_out(self, partition: int) -> None:
+        assert self._timeouts is not None
+
+        def run() -> None:
+            try:
+                self.abort_timed_out_transactions(partition)
+            finally:
+                self._schedule_abort_timed_out(partition)  # not scheduled when the partition resigned
+
+        self.state_manager.runtime.schedule(partition, ABORT_TIMED_OUT_TIMER,
+                                            self._timeouts.abort_timed_out_interval_ms, run)
+
+    def _schedule_remove_expired(self, partition: int) -> None:
+        assert self._timeouts is not None and self._spawn is not None
+        timeouts, spawn = self._timeouts, self._spawn
+
+        async def remove() -> None:
+            try:
+                await self.state_manager.remove_expired_transactional_ids(
+                    partition, self._clock_ms(), timeouts.transactional_id_expiration_ms)
+            finally:
+                self._schedule_remove_expired(partition)
+
+        self.state_manager.runtime.schedule(partition, EXPIRE_IDS_TIMER, timeouts.remove_expired_interval_ms,
+                                            lambda: spawn(remove()))
+
+    def abort_timed_out_transactions(self, partition: int) -> list[str]:
+        """Kafka 3.9's abortTimedOutTransactions for one partition: each Ongoing transaction open
+        longer than its timeout has its producer's epoch fenced (PrepareEpochFence) and is
+        aborted with the fencing epoch, as InitProducerId fences one; the producer's later
+        requests with its old epoch are fenced. Returns the ids being aborted."""
+        assert self._spawn is not None
+        aborting = []
+        for transactional_id, producer_id, _epoch in self.state_manager.timed_out_transactions(
+                partition, self._clock_ms()):
+            found = self.state_manager.get_transaction_state(transactional_id)
+            if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+                continue
+            metadata = found.metadata
+            if metadata.producer_id != producer_id or metadata.pending_transition_in_progress:
+                continue
+            try:
+                fence = metadata.prepare_fence_producer_epoch()
+            except IllegalStateError:
+                log.exception(f"Not aborting {transactional_id}'s timed-out transaction")
+                continue
+            log.info(f"Aborting {transactional_id}'s transaction: open longer than its timeout of "
+                     f"{metadata.txn_timeout_ms} ms", producer_id=producer_id, fencing_epoch=fence.producer_epoch)
+            # the abort's decision in the same step as the fence (Kafka calls endTransaction at
+            # once), so no request for the id comes between them
+            decided = self._decide_end_transaction(transactional_id, fence.producer_id, fence.producer_epoch,
+                                                   TransactionResult.ABORT, is_from_client=False)
+            if isinstance(decided, int):
+                if metadata.pending_state == TransactionState.PREPARE_EPOCH_FENCE:
+                    metadata.pending_state = None  # refused: the fence is not left claimed
+                log.warning(f"Not aborting {transactional_id}'s timed-out transaction: {error_name(decided)}")
+                continue
+            aborting.append(transactional_id)
+            self._spawn(self._abort_timed_out(transactional_id, producer_id, decided))
+        return aborting
+
+    async def _abort_timed_out(self, transactional_id: str, producer_id: int,
+                               decided: tuple[int, EndTxnTransit]) -> None:
+        error = await self._write_end_transaction(transactional_id, producer_id, TransactionResult.ABORT, *decided)
+        (log.info if error == ErrorCode.NONE else log.warning)(
+            f"Rollback of {transactional_id}'s timed-out transaction: {error_name(error)}")
+
+    # -- a loaded partition's Prepare transactions ---------------------------------------------------
 
     def _send_markers_of_loaded(self, partition: int, pending: list[TransactionMetadata]) -> None:
         """A loaded partition's transactions in PrepareCommit / PrepareAbort: their markers sent
@@ -228,6 +334,18 @@ class TransactionCoordinator:
         *, is_from_client: bool,
     ) -> int:
         """Kafka's endTransaction: the Prepare* record written, then the markers handed on."""
+        decided = self._decide_end_transaction(transactional_id, producer_id, producer_epoch, result,
+                                               is_from_client=is_from_client)
+        if isinstance(decided, int):
+            return decided
+        return await self._write_end_transaction(transactional_id, producer_id, result, *decided)
+
+    def _decide_end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult,
+        *, is_from_client: bool,
+    ) -> int | tuple[int, EndTxnTransit]:
+        """endTransaction's synchronous half: the error to answer, or the coordinator epoch and
+        the Prepare* transit whose pending state is now claimed."""
         found = self._existing(transactional_id)
         if not isinstance(found, CoordinatorEpochAndTxnMetadata):
             return found
@@ -237,6 +355,13 @@ class TransactionCoordinator:
         if isinstance(decision, ErrorCode):
             return decision
         assert isinstance(decision, EndTxnTransit)
+        return coordinator_epoch, decision
+
+    async def _write_end_transaction(
+        self, transactional_id: str, producer_id: int, result: TransactionResult, coordinator_epoch: int,
+        decision: EndTxnTransit,
+    ) -> int:
+        """endTransaction's write of the Prepare* transit, then the markers handed on."""
         error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch,
                                                                    decision.transit)
         if error != ErrorCode.NONE:

@@ -198,6 +198,49 @@ class TransactionStateManager:
         epoch, shard = owned
         return CoordinatorEpochAndTxnMetadata(epoch, shard.transactions.setdefault(metadata.transactional_id, metadata))
 
+    def timed_out_transactions(self, partition: int, now_ms: int) -> list[tuple[str, int, int]]:
+        """Kafka's timedOutTransactions for one loaded partition: (id, producer id, epoch) of
+        each Ongoing transaction with no transition pending that started more than its
+        transaction timeout ago."""
+        shard = self.runtime.shard(partition)
+        if shard is None:
+            return []
+        return [(t, m.producer_id, m.producer_epoch) for t, m in shard.transactions.items()
+                if m.state == TransactionState.ONGOING and not m.pending_transition_in_progress
+                and m.txn_start_timestamp + m.txn_timeout_ms < now_ms]
+
+    async def remove_expired_transactional_ids(self, partition: int, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's removeExpiredTransactionalIds for one loaded partition: every id in Empty,
+        CompleteCommit or CompleteAbort, with no transition pending and no update for
+        `expiration_ms`, goes to Dead (pending while its tombstone is written, so its requests
+        answer CONCURRENT_TRANSACTIONS) and is dropped once the tombstones are written with
+        acks=all, if its metadata is still the one expired. Returns the ids removed."""
+        shard = self.runtime.shard(partition)
+        if shard is None:
+            return 0
+        expired: list[tuple[str, TransactionMetadata]] = []
+        for transactional_id, metadata in shard.transactions.items():
+            if (metadata.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
+                                   TransactionState.COMPLETE_ABORT)
+                    and not metadata.pending_transition_in_progress
+                    and metadata.txn_last_update_timestamp <= now_ms - expiration_ms):
+                metadata.prepare_dead()
+                expired.append((transactional_id, metadata))
+        if not expired:
+            return 0
+        error = await self.runtime.append(partition, [(transaction_log_key(t), None) for t, _ in expired])
+        removed = 0
+        for transactional_id, metadata in expired:
+            if (error == ErrorCode.NONE and self.runtime.shard(partition) is shard
+                    and shard.transactions.get(transactional_id) is metadata
+                    and metadata.pending_state == TransactionState.DEAD):
+                del shard.transactions[transactional_id]
+                removed += 1
+            metadata.pending_state = None
+        log.info(f"Removed {removed} expired transactional ids from {TRANSACTION_STATE_TOPIC}-{partition}",
+                 error=error, expired=len(expired))
+        return removed
+
     async def append_transaction_to_log(
         self, transactional_id: str, coordinator_epoch: int, transit: TxnTransitMetadata
     ) -> int:

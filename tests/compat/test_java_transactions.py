@@ -55,6 +55,11 @@ def fencing_steps(classes: str, bootstrap: str, transactional_id: str, topic: st
     return run_java(classes, "TransactionalFencing", bootstrap, transactional_id, topic, timeout=120)
 
 
+# what Kafka's Java producer 3.9 reports after its coordinator aborted its timed-out transaction
+# (the same program against Kafka 3.9.2, tests/compat/reference_kafka.py, prints the same lines)
+SEND_AFTER_TIMEOUT = "InvalidProducerEpochException"
+COMMIT_AFTER_TIMEOUT = "InvalidProducerEpochException"
+
 FENCED = [
     {"initialized": "first"},
     {"initialized": "second"},
@@ -100,6 +105,25 @@ def test_java_producer_fenced_mid_transaction_is_aborted(classes: str, broker: B
     until_stable(broker.port, "txn-fence", 1)
     assert consumed(classes, broker.bootstrap, "txn-fence", "read_committed") == ["f2"]
     assert consumed(classes, broker.bootstrap, "txn-fence", "read_uncommitted") == ["f1", "f2"]
+
+
+def test_java_transaction_left_open_past_its_timeout_is_aborted(classes: str, tmp_path: Path) -> None:
+    """transaction.timeout.ms=2000 and the coordinator's check every 500 ms: the transaction the
+    producer leaves open is aborted with its epoch fenced (read_committed moves past it, its
+    record is in read_uncommitted only), and the producer's next send and its commit fail."""
+    b = BrokerProcess(tmp_path / "data", overrides=[
+        *SINGLE_BROKER_TXN, "transaction.abort.timed.out.transaction.cleanup.interval.ms=500"]).start()
+    try:
+        run_java(classes, "CreateTopic", b.bootstrap, "txn-timeout", "1", timeout=60)
+        steps = run_java(classes, "Transactions", "timeout", b.bootstrap, "java-timeout", "txn-timeout", "2000",
+                         timeout=120)
+        assert steps == [{"sent": "t1"}, {"send": "t2", "error": SEND_AFTER_TIMEOUT},
+                         {"commit": "t2", "error": COMMIT_AFTER_TIMEOUT}], steps
+        until_stable(b.port, "txn-timeout", 1)
+        assert consumed(classes, b.bootstrap, "txn-timeout", "read_committed") == []
+        assert consumed(classes, b.bootstrap, "txn-timeout", "read_uncommitted") == ["t1"]
+    finally:
+        b.stop()
 
 
 def test_kafka_dump_log_decodes_the_transaction_state_written(classes: str, broker: BrokerProcess) -> None:

@@ -17,7 +17,7 @@ import pytest
 from broker.config import KafkaConfig
 from broker.coordinator.loader import read_key_values
 from broker.server import BrokerServer
-from broker.txn.coordinator import TransactionCoordinator
+from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.decisions import ProducerIdAndEpoch, TransactionResult, new_transaction_metadata
 from broker.txn.metadata import TransactionMetadata, TransactionState
 from broker.txn.state_manager import (
@@ -316,3 +316,54 @@ async def test_elections_load_the_partition_and_a_write_that_outlived_its_coordi
     assert (await asyncio.wait_for(write, 10)).error == ErrorCode.NOT_COORDINATOR
     assert state_of(tc, "t") is reloaded and reloaded.pending_state is None and reloaded.producer_epoch == 1
     await sm.shutdown()
+
+
+# -- timeouts: aborting timed-out transactions, expiring idle ids ---------------------------------
+
+
+async def test_a_transaction_open_past_its_timeout_is_aborted_with_its_producer_fenced(server: BrokerServer) -> None:
+    """Kafka's abortTimedOutTransactions: an Ongoing transaction older than its timeout gets
+    PrepareAbort with the producer's epoch bumped (so the producer's EndTxn is PRODUCER_FENCED);
+    one within its timeout, and an id with no transaction, are left alone."""
+    own = await coordinator_of(server)
+    now = [int(time.time() * 1000)]
+    tc = TransactionCoordinator(own.state_manager, own._allocate_producer_id, clock_ms=lambda: now[0],
+                                spawn=server._spawn, timeouts=TransactionTimeouts())
+    old = await tc.handle_init_producer_id("old", 2000, None)
+    young = await tc.handle_init_producer_id("young", 60000, None)
+    idle = await tc.handle_init_producer_id("idle", 2000, None)
+    for tid, r in (("old", old), ("young", young)):
+        assert await tc.handle_add_partitions_to_transaction(tid, r.producer_id, 0, [("out", 0)]) == ErrorCode.NONE
+    now[0] += 2001
+    partitions = {tc.partition_for(t) for t in ("old", "young", "idle")}
+    aborting = [t for p in sorted(partitions) for t in tc.abort_timed_out_transactions(p)]
+    assert aborting == ["old"]
+    await until(lambda: state_of(tc, "old").state == S.PREPARE_ABORT and not state_of(tc, "old").pending_state,
+                "the PrepareAbort write")
+    assert summary(state_of(tc, "old")) == (old.producer_id, 1, S.PREPARE_ABORT, frozenset({("out", 0)}), 2000)
+    assert records(server, tc.partition_for("old"))[-1][1].state == S.PREPARE_ABORT  # type: ignore[union-attr]
+    assert state_of(tc, "young").state == S.ONGOING and state_of(tc, "idle").state == S.EMPTY
+    assert idle.error == ErrorCode.NONE
+    assert await tc.handle_end_transaction("old", old.producer_id, 0, TransactionResult.COMMIT) == \
+        ErrorCode.PRODUCER_FENCED
+
+
+async def test_an_idle_transactional_id_expires_with_a_tombstone(server: BrokerServer) -> None:
+    """Kafka's removeExpiredTransactionalIds: an Empty id not updated for
+    transactional.id.expiration.ms is removed and a tombstone written; an Ongoing one stays."""
+    own = await coordinator_of(server)
+    sm = own.state_manager
+    gone = await own.handle_init_producer_id("gone", TIMEOUT_MS, None)
+    busy = await own.handle_init_producer_id("busy", TIMEOUT_MS, None)
+    assert await own.handle_add_partitions_to_transaction("busy", busy.producer_id, 0, [("out", 0)]) == ErrorCode.NONE
+    later = int(time.time() * 1000) + 10_000
+    removed = 0
+    for p in sorted({sm.partition_for("gone"), sm.partition_for("busy")}):
+        removed += await sm.remove_expired_transactional_ids(p, later, 5_000)
+    assert removed == 1
+    assert sm.get_transaction_state("gone") is None
+    assert state_of(own, "busy").state == S.ONGOING
+    assert records(server, sm.partition_for("gone"))[-1] == ("gone", None)
+    # a new InitProducerId for the expired id starts over with a new producer id
+    again = await own.handle_init_producer_id("gone", TIMEOUT_MS, None)
+    assert again.error == ErrorCode.NONE and again.producer_id != gone.producer_id and again.producer_epoch == 0

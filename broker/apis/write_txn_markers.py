@@ -3,8 +3,9 @@ transaction's partitions to end it (Kafka 3.9's KafkaApis.handleWriteTxnMarkersR
 
 Served by every broker (the spec's listeners are "zkBroker" and "broker"; only a KRaft
 controller does not serve it), so a single node and a ZooKeeper-mode broker both advertise it.
-Odradek has no transaction coordinator yet (broker/txn/ holds its pure state machine only): the
-markers come from another broker's coordinator, or from a test playing one.
+The markers come from a transaction coordinator's marker sender (broker/txn/markers.py, this
+broker's own included: a single node sends them to itself over its listener, as Kafka does), or
+from a test playing one.
 
 Per marker (producer id and epoch, COMMIT or ABORT, coordinator epoch, partitions):
 

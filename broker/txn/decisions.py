@@ -11,7 +11,7 @@ entry for the id) and the request, and returns either
   is then set, so every other request for the id answers CONCURRENT_TRANSACTIONS until the
   write ends.
 
-The coordinator (the I/O half, still to come) stays a thin loop around them, run on the event
+The coordinator (coordinator.py, the I/O half) stays a thin loop around them, run on the event
 loop with no await between a decision and the start of its write:
 
     decision = prepare_add_partitions_transit(metadata, producer_id, epoch, partitions, now)

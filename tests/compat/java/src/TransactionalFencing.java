@@ -1,4 +1,3 @@
-import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
@@ -6,7 +5,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * {@code TransactionalFencing <bootstrap> <transactional.id> <topic>}: two transactional
@@ -18,18 +16,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class TransactionalFencing {
     static KafkaProducer<String, String> producer(String bootstrap, String transactionalId) {
-        Properties p = new Properties();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
-        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
-        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        return new KafkaProducer<>(p);
-    }
-
-    static String name(Throwable e) {
-        Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-        return cause.getClass().getSimpleName();
+        return Transactions.producer(bootstrap, transactionalId, ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
     }
 
     public static void main(String[] args) throws Exception {
@@ -45,14 +32,14 @@ public final class TransactionalFencing {
             try {
                 first.send(new ProducerRecord<>(topic, "k", "v")).get(60, TimeUnit.SECONDS);
             } catch (ExecutionException | ProducerFencedException e) {
-                sendError = name(e);
+                sendError = Transactions.name(e);
             }
             Json.print(Json.obj("first", "send", "error", sendError));
             String commitError = null;
             try {
                 first.commitTransaction();
             } catch (Exception e) {
-                commitError = name(e);
+                commitError = Transactions.name(e);
             }
             Json.print(Json.obj("first", "commit", "error", commitError));
         }

@@ -43,7 +43,7 @@ public final class Transactions {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
-        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");  // callers may override it
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         for (int i = 0; i < extra.length; i += 2) p.put(extra[i], extra[i + 1]);
@@ -53,6 +53,20 @@ public final class Transactions {
     static String name(Throwable e) {
         Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
         return cause.getClass().getSimpleName();
+    }
+
+    interface Step {
+        void run() throws Exception;
+    }
+
+    /** The simple name of the exception a step throws (the cause of an ExecutionException), or null. */
+    static String errorOf(Step step) {
+        try {
+            step.run();
+            return null;
+        } catch (Exception e) {
+            return name(e);
+        }
     }
 
     static void sendAll(KafkaProducer<String, String> p, String topic, int partitions, String prefix)
@@ -94,13 +108,7 @@ public final class Transactions {
             second.send(new ProducerRecord<>(topic, 0, "f2", "f2")).get(60, TimeUnit.SECONDS);
             second.commitTransaction();
             Json.print(Json.obj("committed", "f2"));
-            String commitError = null;
-            try {
-                first.commitTransaction();
-            } catch (Exception e) {
-                commitError = name(e);
-            }
-            Json.print(Json.obj("first", "commit", "error", commitError));
+            Json.print(Json.obj("first", "commit", "error", errorOf(first::commitTransaction)));
         }
     }
 
@@ -112,20 +120,9 @@ public final class Transactions {
             p.send(new ProducerRecord<>(topic, 0, "t1", "t1")).get(60, TimeUnit.SECONDS);
             Json.print(Json.obj("sent", "t1"));
             Thread.sleep(2L * timeoutMs);  // the transaction is left open past its timeout
-            String sendError = null;
-            try {
-                p.send(new ProducerRecord<>(topic, 0, "t2", "t2")).get(60, TimeUnit.SECONDS);
-            } catch (Exception e) {
-                sendError = name(e);
-            }
-            Json.print(Json.obj("send", "t2", "error", sendError));
-            String commitError = null;
-            try {
-                p.commitTransaction();
-            } catch (Exception e) {
-                commitError = name(e);
-            }
-            Json.print(Json.obj("commit", "t2", "error", commitError));
+            Json.print(Json.obj("send", "t2", "error", errorOf(
+                    () -> p.send(new ProducerRecord<>(topic, 0, "t2", "t2")).get(60, TimeUnit.SECONDS))));
+            Json.print(Json.obj("commit", "t2", "error", errorOf(p::commitTransaction)));
         }
     }
 

@@ -3,8 +3,8 @@ transaction (Kafka's handleEndTxnRequest). The transaction coordinator writes Pr
 PrepareAbort to `__transaction_state` with acks=all and answers NONE, as Kafka does; a retry
 after the transaction completed the same way is NONE, the other way INVALID_TXN_STATE; one
 while it completes CONCURRENT_TRANSACTIONS. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for
-v0-1. Not yet: the markers that complete the transaction on its partitions (the coordinator
-does not send WriteTxnMarkers yet), so a transaction ended here stays in its Prepare state.
+v0-1. The marker sender (broker/txn/markers.py) then writes the markers on the transaction's
+partitions and CompleteCommit / CompleteAbort.
 v5 (KIP-890 part 2) is unstable in Kafka 3.9 and not served.
 """
 

@@ -41,6 +41,8 @@ BENCHES = {
                  "side by side with Kafka 3.9", "tests.bench.bench_topic_deletion"),
     "replication": ("Replication (ZooKeeper cluster): RF 3 vs RF 1 produce, replication lag, failover, acks=all "
                     "latency, side by side with Kafka 3.9", "tests.bench.bench_replication"),
+    "transactions": ("Transactions (ZooKeeper cluster): transactional produce throughput, commit cost, latency to a "
+                     "read_committed consumer, side by side with Kafka 3.9", "tests.bench.bench_transactions"),
     "compose": ("docker-compose: time to healthy, image sizes, acks=all throughput vs host processes",
                 "tests.bench.bench_compose"),
     "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),

@@ -314,6 +314,9 @@ def test_admin_list_describe_delete_groups(gbroker: BrokerProcess, admin: KafkaA
     admin.create_topics([NewTopic("adm", 2, 1)])
     c = consumer(gbroker, "admin-group")
     c.subscribe(["adm"])
+    # metadata before the first poll: kafka-python 3.0.12 can lose the rejoin that a topic unknown
+    # at the first join triggers (see test_three_consumers_split_six_partitions_...)
+    assert "adm" in c.topics()
     poll_until_assigned(c, 2)
     c.commit({TopicPartition("adm", 0): OffsetAndMetadata(0, "", -1)})
     listed = admin.list_groups()

@@ -37,7 +37,7 @@ import structlog
 
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
-from storage.producer_state import AppendOrigin
+from storage.producer_state import AppendOrigin, ProducerStateEntry
 
 if TYPE_CHECKING:
     from broker.alter_partition_manager import IsrChange
@@ -245,6 +245,16 @@ class Partition:
                     return False
             self.log.append_as_follower(buf)
             return True
+
+    async def active_producers(self) -> list[ProducerStateEntry]:
+        """The producer state of every producer id the log knows (Kafka's
+        UnifiedLog.activeProducers, for DescribeProducers), read at the serialisation point: no
+        truncation or other executor work changes the producer state while it is read. Inline
+        when nothing is pending, as the appends."""
+        if not self._appends_waiting:
+            return list(self.log.producer_state.active_producers.values())
+        async with self._exclusive():
+            return list(self.log.producer_state.active_producers.values())
 
     async def run_exclusive(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run blocking log work ``fn(*args)`` (it takes the log's lock and writes files) in an

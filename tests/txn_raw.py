@@ -65,13 +65,15 @@ class TxnProducer:
         self.transactional_id = transactional_id
         self.sequences: dict[TopicPartition, int] = {}
 
-    def send(self, tp: TopicPartition, values: list[str], conn: RawConnection | None = None) -> tuple[int, int]:
+    def send(self, tp: TopicPartition, values: list[str], conn: RawConnection | None = None,
+             timestamp_ms: int | None = None) -> tuple[int, int]:
         """(error, base offset) of one transactional batch of ``values`` (keys k-<value>), on
-        ``conn`` (the partition leader's) or the producer's own connection."""
+        ``conn`` (the partition leader's) or the producer's own connection, its records
+        timestamped ``timestamp_ms`` (default: now)."""
         seq = self.sequences.get(tp, 0)
         batch = build_batch(
             [Record(0, i, i, f"k-{v}".encode(), v.encode(), []) for i, v in enumerate(values)],
-            base_timestamp=int(time.time() * 1000), producer_id=self.producer_id, producer_epoch=self.epoch,
+            base_timestamp=int(time.time() * 1000) if timestamp_ms is None else timestamp_ms, producer_id=self.producer_id, producer_epoch=self.epoch,
             base_sequence=seq, is_transactional=True)
         resp = (conn or self.conn).call(0, 9, ProduceRequest(transactional_id=self.transactional_id, acks=-1, timeout_ms=10000,
                                                    topic_data=[pr.TopicProduceData(name=tp[0], partition_data=[

@@ -306,6 +306,12 @@ class CoordinatorRuntime(Generic[S]):
         return ctx.epoch if ctx is not None else None
 
     @property
+    def loading_partitions(self) -> list[int]:
+        """The partitions being loaded here now (Kafka's TransactionStateManager.loadingPartitions:
+        ListTransactions answers COORDINATOR_LOAD_IN_PROGRESS while any is)."""
+        return sorted(p for p, ctx in self._contexts.items() if ctx.state is CoordinatorState.LOADING)
+
+    @property
     def active_partitions(self) -> list[int]:
         return sorted(p for p, ctx in self._contexts.items() if ctx.state is CoordinatorState.ACTIVE)
 

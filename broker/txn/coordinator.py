@@ -55,7 +55,11 @@ from broker.txn.metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from broker.txn.state_manager import CoordinatorEpochAndTxnMetadata, TransactionStateManager
+from broker.txn.state_manager import (
+    CoordinatorEpochAndTxnMetadata,
+    TransactionListing,
+    TransactionStateManager,
+)
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
@@ -67,6 +71,14 @@ class InitProducerIdResult:
     error: int
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions' answer for one id: an error, or the id's metadata."""
+
+    error: int
+    metadata: TransactionMetadata | None = None
 
 
 MarkerSender = Callable[[int, TransactionResult, str, TxnTransitMetadata], None]
@@ -319,6 +331,30 @@ class TransactionCoordinator:
             return {tp: ErrorCode.NONE if tp in metadata.topic_partitions else ErrorCode.TRANSACTION_ABORTABLE
                     for tp in wanted}
         return dict.fromkeys(wanted, error)
+
+    # -- DescribeTransactions / ListTransactions --------------------------------------------------
+
+    def handle_describe_transactions(self, transactional_id: str) -> TransactionDescription:
+        """Kafka 3.9's handleDescribeTransactions: INVALID_REQUEST for an empty id,
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when this broker does not coordinate it
+        now, TRANSACTIONAL_ID_NOT_FOUND when it has no metadata (or the id is Dead, being
+        removed); else the metadata as it is, its partitions included (which are only non-empty
+        while a transaction is Ongoing or being completed)."""
+        if not transactional_id:
+            return TransactionDescription(ErrorCode.INVALID_REQUEST)
+        found = self.state_manager.get_transaction_state(transactional_id)
+        if found is None:
+            return TransactionDescription(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        if not isinstance(found, CoordinatorEpochAndTxnMetadata):
+            return TransactionDescription(found)
+        if found.metadata.state == TransactionState.DEAD:
+            return TransactionDescription(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
+        return TransactionDescription(ErrorCode.NONE, found.metadata)
+
+    def handle_list_transactions(self, producer_ids: set[int], state_names: Iterable[str],
+                                 duration_ms: int = -1) -> TransactionListing:
+        """Kafka 3.9's handleListTransactions (see TransactionStateManager.list_transaction_states)."""
+        return self.state_manager.list_transaction_states(producer_ids, state_names, duration_ms, self._clock_ms())
 
     # -- EndTxn -------------------------------------------------------------------------------------
 

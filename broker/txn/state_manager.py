@@ -23,7 +23,7 @@ Threading: none; everything on the event loop. The only await is the write's ack
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
@@ -119,6 +119,15 @@ class CoordinatorEpochAndTxnMetadata(NamedTuple):
     metadata: TransactionMetadata
 
 
+class TransactionListing(NamedTuple):
+    """ListTransactions' answer from the coordinator: an error, the state filters that name no
+    state, and the transactions listed."""
+
+    error: int
+    unknown_state_filters: Sequence[str] = ()
+    transactions: Sequence[TransactionMetadata] = ()
+
+
 class TransactionStateManager:
     def __init__(
         self,
@@ -197,6 +206,31 @@ class TransactionStateManager:
             return owned
         epoch, shard = owned
         return CoordinatorEpochAndTxnMetadata(epoch, shard.transactions.setdefault(metadata.transactional_id, metadata))
+
+    def list_transaction_states(
+        self, producer_ids: set[int], state_names: Iterable[str], duration_ms: int, now_ms: int
+    ) -> TransactionListing:
+        """Kafka 3.9's listTransactionStates: COORDINATOR_LOAD_IN_PROGRESS while any partition
+        loads here; else every id of the loaded partitions but the Dead ones (being removed),
+        narrowed by producer id, by state (a name that is not a state is reported as unknown and
+        matches nothing) and, with `duration_ms` >= 0 (KIP-994), to transactions started more
+        than `duration_ms` before `now_ms`."""
+        if self.runtime.loading_partitions:
+            return TransactionListing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        names = list(state_names)
+        states = {s for s in map(TransactionState.from_name, names) if s is not None}
+        unknown = [n for n in names if TransactionState.from_name(n) is None]
+        listed = []
+        for partition in self.runtime.active_partitions:
+            shard = self.runtime.shard(partition)
+            for metadata in shard.transactions.values() if shard is not None else ():
+                if (metadata.state == TransactionState.DEAD
+                        or (producer_ids and metadata.producer_id not in producer_ids)
+                        or (names and metadata.state not in states)
+                        or (duration_ms >= 0 and now_ms - metadata.txn_start_timestamp <= duration_ms)):
+                    continue
+                listed.append(metadata)
+        return TransactionListing(ErrorCode.NONE, unknown, listed)
 
     def timed_out_transactions(self, partition: int, now_ms: int) -> list[tuple[str, int, int]]:
         """Kafka's timedOutTransactions for one loaded partition: (id, producer id, epoch) of

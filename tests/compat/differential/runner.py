@@ -206,6 +206,9 @@ def normalise(v: Any, env_values: dict[Any, str], key: str = "") -> Any:
       whether it is null (Kafka itself leaves it null on most produce errors).
     - log_append_time_ms other than -1: the broker's clock at the append (LogAppendTime
       topics); -1 (CreateTime) is compared.
+    - transaction_start_time_ms other than -1 and 0 (DescribeTransactions): the coordinator's
+      clock when the transaction began; -1 (no transaction yet) and 0 (an error's answer) are
+      compared.
     - documentation (DescribeConfigs, KIP-569): prose for people, like error_message; only
       null vs text is compared.
     Nothing else is touched: error codes, offsets, timestamps, record bytes and every other
@@ -230,7 +233,7 @@ def normalise(v: Any, env_values: dict[Any, str], key: str = "") -> Any:
         return "<message>"
     if key == "documentation" and v is not None:
         return "<documentation>"
-    if key == "log_append_time_ms" and v != -1:
+    if (key == "log_append_time_ms" and v != -1) or (key == "transaction_start_time_ms" and v not in (-1, 0)):
         return "<broker-clock>"
     if key in GENERATED_ID_FIELDS and isinstance(v, str | int) and not isinstance(v, bool):
         name = env_values.get((key, v))

@@ -17,6 +17,7 @@ from clients.perf import perf
 from clients.pipeline import pipeline
 from clients.produce import produce
 from clients.topics import topics
+from clients.transactions import transactions
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +37,7 @@ def main() -> None:
       echo hello | odradek produce clicks
       odradek consume clicks --from-beginning --max-messages 1
       odradek groups describe my-app
+      odradek transactions list
       odradek perf produce bench --num-records 100000 --record-size 100
     """
 
@@ -106,7 +108,7 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     sys.exit(run(config))
 
 
-for command in (topics, groups, configs, produce, consume, perf, dump_log, pipeline, cluster):
+for command in (topics, groups, configs, transactions, produce, consume, perf, dump_log, pipeline, cluster):
     main.add_command(command)
 
 if __name__ == "__main__":

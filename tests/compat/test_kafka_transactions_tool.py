@@ -3,8 +3,9 @@ describe-producers show what the coordinator and the partitions know of a commit
 and of one left open by a SIGKILLed producer; find-hanging reports a transaction no coordinator
 knows once it is older than --max-transaction-timeout, and not the open one its coordinator
 knows; abort ends the hanging transaction with WriteTxnMarkers, after which the last stable
-offset moves and a read_committed consumer reads past it. Every assertion reads the tool's
-table or the broker's state, not only an exit code.
+offset moves and a read_committed consumer reads past it. `odradek transactions list|describe`
+print the tool's tables. Every assertion reads the tool's table or the broker's state, not only
+an exit code.
 
 The broker runs DescribeProducers (61), DescribeTransactions (65), ListTransactions (66); the
 tool fails (UnsupportedVersionException) without them."""
@@ -16,6 +17,7 @@ import time
 from confluent_kafka import Producer
 
 from tests.broker_process import BrokerProcess, module_broker
+from tests.integration.test_cli import failed, ok
 from tests.raw_client import RawConnection
 from tests.transactions_tool import leave_hanging, open_and_kill, rows, transactions
 from tests.txn_raw import (
@@ -107,3 +109,37 @@ def test_find_hanging_and_abort(broker: BrokerProcess) -> None:
     assert (producer["ProducerId"], producer["CurrentTransactionStartOffset"]) == (str(pid), "None")
     assert rows(transactions(broker.bootstrap, "find-hanging", "--topic", "th",
                              "--max-transaction-timeout", "0").stdout) == []
+
+
+def test_odradek_transactions_cli_prints_the_tools_tables(broker: BrokerProcess) -> None:
+    """`odradek transactions list|describe` print kafka-transactions.sh's tables byte for byte
+    (the rows of `list` in the tool's order aside, and describe's duration, which is the
+    reader's clock): same headers, same cells, same padding and tabs."""
+    with RawConnection(broker.port) as conn:
+        create_topic(conn, "tc", 1)
+    done = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-done"})
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce("tc", b"committed", partition=0)
+    done.commit_transaction(30)
+    open_and_kill(broker.bootstrap, "cli-open", "tc", 0)
+    theirs = transactions(broker.bootstrap, "list").stdout.splitlines()
+    ours = ok("transactions", "list", bootstrap=broker.bootstrap).splitlines()
+    assert ours[0] == theirs[0] and sorted(ours[1:]) == sorted(theirs[1:])
+    assert {r["TransactionalId"] for r in rows("\n".join(ours))} >= {"cli-done", "cli-open"}
+    ongoing = {r["TransactionalId"] for r in rows(ok("transactions", "list", "--state", "Ongoing",
+                                                     bootstrap=broker.bootstrap))}
+    assert "cli-open" in ongoing and "cli-done" not in ongoing
+
+    for tid in ("cli-open", "cli-done"):
+        (theirs_row,) = rows(transactions(broker.bootstrap, "describe", "--transactional-id", tid).stdout)
+        out = ok("transactions", "describe", "--transactional-id", tid, bootstrap=broker.bootstrap)
+        (ours_row,) = rows(out)
+        assert int(ours_row.pop("TransactionDurationMs")) >= 0 and theirs_row.pop("TransactionDurationMs")
+        assert ours_row == theirs_row
+        header = out.splitlines()[0]
+        assert header.startswith("CoordinatorId\tTransactionalId\tProducerId\tProducerEpoch\tTransactionState")
+    (described,) = rows(ok("transactions", "describe", "--transactional-id", "cli-open", bootstrap=broker.bootstrap))
+    assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", "tc-0")
+    assert "transactional id 'cli-nope' was not found" in failed("transactions", "describe", "--transactional-id",
+                                                                 "cli-nope", bootstrap=broker.bootstrap)

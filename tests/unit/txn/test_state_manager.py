@@ -367,3 +367,72 @@ async def test_an_idle_transactional_id_expires_with_a_tombstone(server: BrokerS
     # a new InitProducerId for the expired id starts over with a new producer id
     again = await own.handle_init_producer_id("gone", TIMEOUT_MS, None)
     assert again.error == ErrorCode.NONE and again.producer_id != gone.producer_id and again.producer_epoch == 0
+
+
+# -- DescribeTransactions / ListTransactions ------------------------------------------------------
+
+
+async def test_describe_and_list_transactions(server: BrokerServer) -> None:
+    """Kafka 3.9's handleDescribeTransactions / listTransactionStates over the coordinator's
+    metadata: filters by producer id, state (unknown names reported and matching nothing) and
+    duration since the transaction started; a Dead id is neither listed nor described."""
+    own = await coordinator_of(server)
+    now = [int(time.time() * 1000)]
+    tc = TransactionCoordinator(own.state_manager, own._allocate_producer_id, clock_ms=lambda: now[0])
+    idle = await tc.handle_init_producer_id("idle", TIMEOUT_MS, None)
+    busy = await tc.handle_init_producer_id("busy", TIMEOUT_MS, None)
+    assert await tc.handle_add_partitions_to_transaction("busy", busy.producer_id, 0, [("out", 1), ("out", 0),
+                                                                                        ("in", 3)]) == ErrorCode.NONE
+    started = now[0]
+
+    def listed(producer_ids: set[int] = frozenset(), states: list[str] | None = None,  # type: ignore[assignment]
+               duration_ms: int = -1) -> tuple[int, list[str], list[tuple[str, str]]]:
+        got = tc.handle_list_transactions(producer_ids, states or [], duration_ms)
+        return got.error, list(got.unknown_state_filters), sorted((m.transactional_id, m.state.state_name)
+                                                                  for m in got.transactions)
+
+    assert listed() == (ErrorCode.NONE, [], [("busy", "Ongoing"), ("idle", "Empty")])
+    assert listed({idle.producer_id}) == (ErrorCode.NONE, [], [("idle", "Empty")])
+    assert listed(states=["Ongoing", "ongoing", "Nope"]) == (ErrorCode.NONE, ["ongoing", "Nope"], [("busy", "Ongoing")])
+    assert listed(states=["Nope"]) == (ErrorCode.NONE, ["Nope"], [])
+    now[0] = started + 5000
+    # KIP-994: started more than the duration ago; an Empty id's start time is -1, older than any
+    assert listed(duration_ms=4999) == (ErrorCode.NONE, [], [("busy", "Ongoing"), ("idle", "Empty")])
+    assert listed(duration_ms=5000) == (ErrorCode.NONE, [], [("idle", "Empty")])
+
+    d = tc.handle_describe_transactions("busy")
+    assert d.error == ErrorCode.NONE and d.metadata is state_of(tc, "busy")
+    assert (d.metadata.txn_start_timestamp, d.metadata.topic_partitions) == (started, {("out", 0), ("out", 1), ("in", 3)})
+    assert tc.handle_describe_transactions("nobody").error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    assert tc.handle_describe_transactions("").error == ErrorCode.INVALID_REQUEST
+    state_of(tc, "idle").state = S.DEAD  # being expired: as if its tombstone were being written
+    assert tc.handle_describe_transactions("idle").error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    assert listed() == (ErrorCode.NONE, [], [("busy", "Ongoing")])
+
+
+async def test_list_transactions_while_a_partition_loads(server: BrokerServer) -> None:
+    """COORDINATOR_LOAD_IN_PROGRESS while any `__transaction_state` partition loads here (Kafka's
+    loadingPartitions.nonEmpty), whichever ids it holds; DescribeTransactions of an id whose
+    partition this broker has not been elected for is NOT_COORDINATOR."""
+    own = await coordinator_of(server)
+    await own.handle_init_producer_id("t", TIMEOUT_MS, None)
+    sm = TransactionStateManager(server.config, replica_manager=server.replica_manager,
+                                 metadata_cache=server.metadata_cache, controller=server.controller,
+                                 spawn=server._spawn, elections=True)
+    tc = TransactionCoordinator(sm, own._allocate_producer_id)
+    assert tc.handle_describe_transactions("t").error == ErrorCode.NOT_COORDINATOR
+    assert list(tc.handle_list_transactions(set(), []).transactions) == []  # nothing loaded: nothing listed
+    other = next(p for p in range(PARTITIONS) if p != sm.partition_for("t"))
+    p = server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, other)]
+    task = sm.runtime.on_election(other, p.leader_epoch)
+    assert task is not None
+    assert tc.handle_list_transactions(set(), []).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await task
+    mine = sm.partition_for("t")
+    task = sm.runtime.on_election(mine, server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, mine)].leader_epoch)
+    assert task is not None
+    assert tc.handle_describe_transactions("t").error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await task
+    got = tc.handle_list_transactions(set(), [])
+    assert (got.error, [m.transactional_id for m in got.transactions]) == (ErrorCode.NONE, ["t"])
+    await sm.shutdown()

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
@@ -42,6 +43,19 @@ def rows(out: str) -> list[dict[str, str]]:
     assert lines, f"no table in:\n{out}"
     header, *body = lines
     return [dict(zip(header, row, strict=True)) for row in body]
+
+
+def commit_one(bootstrap: str, transactional_id: str, topic: str, partition: int) -> Any:
+    """A confluent-kafka transactional producer that commits one record to the partition; the
+    producer, for more transactions."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed", partition=partition)
+    producer.commit_transaction(60)
+    return producer
 
 
 def open_and_kill(bootstrap: str, transactional_id: str, topic: str, partition: int) -> None:

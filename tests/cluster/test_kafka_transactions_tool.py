@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 
-from confluent_kafka import Producer
-
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeProducersRequest
 from protocol.messages.describe_producers_request import TopicRequest
 from tests.cluster.processes import RF1, WAIT, Cluster, cluster_fixture, cluster_until, partitions
 from tests.cluster.test_transactions import coordinator
 from tests.raw_client import RawConnection
-from tests.transactions_tool import leave_hanging, open_and_kill, rows, transactions
+from tests.transactions_tool import commit_one, leave_hanging, open_and_kill, rows, transactions
 from tests.txn_raw import READ_COMMITTED, READ_UNCOMMITTED, confluent_values, list_offset
 
 cluster = cluster_fixture("transaction.state.log.num.partitions=5", "transaction.partition.verification.enable=false")
@@ -36,11 +34,7 @@ def describe_producers_error(port: int, topic: str, partition: int) -> int:
 async def test_kafka_transactions_tool_on_the_cluster(cluster: Cluster) -> None:
     await cluster.open()
     bootstrap = ",".join(cluster.brokers[i].bootstrap for i in cluster.live())
-    done = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cl-done"})
-    await asyncio.to_thread(done.init_transactions, 60)  # creates __transaction_state (RF 3)
-    done.begin_transaction()
-    done.produce("rf3", b"committed", partition=0)
-    await asyncio.to_thread(done.commit_transaction, 60)
+    done = await asyncio.to_thread(commit_one, bootstrap, "cl-done", "rf3", 0)  # creates __transaction_state
     await asyncio.to_thread(open_and_kill, bootstrap, "cl-open", "rf3", 1)
     view = await cluster.until_all_agree(lambda m: True, "the metadata")
 

@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from tests.broker_process import BrokerProcess, module_broker
 from tests.integration.test_cli import failed, ok
 from tests.raw_client import RawConnection
-from tests.transactions_tool import leave_hanging, open_and_kill, rows, transactions
+from tests.transactions_tool import commit_one, leave_hanging, open_and_kill, rows, transactions
 from tests.txn_raw import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
@@ -35,11 +35,7 @@ broker = module_broker("txn-tool", ["transaction.state.log.min.isr=1", "transact
 def test_list_describe_and_describe_producers(broker: BrokerProcess) -> None:
     with RawConnection(broker.port) as conn:
         create_topic(conn, "tt", 2)
-    done = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tool-done"})
-    done.init_transactions(30)
-    done.begin_transaction()
-    done.produce("tt", b"committed", partition=0)
-    done.commit_transaction(30)
+    commit_one(broker.bootstrap, "tool-done", "tt", 0)
     before_open = int(time.time() * 1000)
     open_and_kill(broker.bootstrap, "tool-open", "tt", 1)
 
@@ -117,11 +113,7 @@ def test_odradek_transactions_cli_prints_the_tools_tables(broker: BrokerProcess)
     reader's clock): same headers, same cells, same padding and tabs."""
     with RawConnection(broker.port) as conn:
         create_topic(conn, "tc", 1)
-    done = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-done"})
-    done.init_transactions(30)
-    done.begin_transaction()
-    done.produce("tc", b"committed", partition=0)
-    done.commit_transaction(30)
+    commit_one(broker.bootstrap, "cli-done", "tc", 0)
     open_and_kill(broker.bootstrap, "cli-open", "tc", 0)
     theirs = transactions(broker.bootstrap, "list").stdout.splitlines()
     ours = ok("transactions", "list", bootstrap=broker.bootstrap).splitlines()

@@ -8,6 +8,9 @@ so acks=all acknowledged records the controller's new ISR member did not have.""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +199,31 @@ async def test_a_follower_append_or_truncation_for_an_epoch_no_longer_followed_i
     assert not await p.append_as_follower(batch(1), NOW, EPOCH)  # fetched under the old epoch
     assert not await p.truncate_to(0, EPOCH)
     assert p.log.log_end_offset == 0
+
+
+async def test_active_producers_are_read_behind_the_serialisation_point(partition: Partition) -> None:
+    """DescribeProducers' read of the producer state (Partition.active_producers) waits behind
+    executor work holding the partition (a truncation here) and sees its result, rather than a
+    producer state the executor is changing."""
+    p = partition
+    txn = build_batch([Record(0, 0, 0, None, b"v", [])], base_timestamp=NOW, producer_id=5, producer_epoch=0,
+                      base_sequence=0, is_transactional=True)
+    p.append_records_to_leader(bytearray(txn), 1, NOW)
+    assert [(s.producer_id, s.current_txn_first_offset) for s in await p.active_producers()] == [(5, 0)]
+    release = threading.Event()
+
+    def truncate() -> None:
+        assert release.wait(10)
+        p.log.truncate_to(0)
+
+    work = asyncio.ensure_future(p.run_exclusive(truncate))
+    deadline = time.monotonic() + 5
+    while not p._executor_busy:  # the truncation holds the partition
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.001)
+    reader = asyncio.ensure_future(p.active_producers())
+    done, _ = await asyncio.wait({reader}, timeout=0.2)
+    assert not done  # queued behind the truncation
+    release.set()
+    await work
+    assert await reader == []

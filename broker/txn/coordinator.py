@@ -379,40 +379,51 @@ class TransactionCoordinator:
     def _decide_end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult,
         *, is_from_client: bool,
-    ) -> int | tuple[int, EndTxnTransit]:
-        """endTransaction's synchronous half: the error to answer, or the coordinator epoch and
-        the Prepare* transit whose pending state is now claimed."""
+    ) -> int | tuple[CoordinatorEpochAndTxnMetadata, EndTxnTransit]:
+        """endTransaction's synchronous half: the error to answer, or the id's metadata (with the
+        coordinator epoch it was read at) and the Prepare* transit whose pending state is now
+        claimed."""
         found = self._existing(transactional_id)
         if not isinstance(found, CoordinatorEpochAndTxnMetadata):
             return found
-        coordinator_epoch, metadata = found
-        decision = prepare_end_transaction_transit(metadata, producer_id, producer_epoch, result, self._clock_ms(),
-                                                   is_from_client=is_from_client)
+        decision = prepare_end_transaction_transit(found.metadata, producer_id, producer_epoch, result,
+                                                   self._clock_ms(), is_from_client=is_from_client)
         if isinstance(decision, ErrorCode):
             return decision
         assert isinstance(decision, EndTxnTransit)
-        return coordinator_epoch, decision
+        return found, decision
 
     async def _write_end_transaction(
-        self, transactional_id: str, producer_id: int, result: TransactionResult, coordinator_epoch: int,
-        decision: EndTxnTransit,
+        self, transactional_id: str, producer_id: int, result: TransactionResult,
+        before: CoordinatorEpochAndTxnMetadata, decision: EndTxnTransit,
     ) -> int:
-        """endTransaction's write of the Prepare* transit, then the markers handed on."""
+        """endTransaction's write of the Prepare* transit, then the markers handed on.
+
+        Kafka compares coordinator epochs after the write to tell whether the partition was
+        reloaded meanwhile (its epoch changes only with a load there). Here the runtime also
+        takes a new leader epoch of a partition this broker kept leading (the ISR shrink of a
+        follower's controlled shutdown) without a reload: the metadata stays, its coordinator
+        epoch moves on. So "reloaded" is the metadata object being another one; a mere epoch
+        change after a successful write must still hand the markers on (with the epoch it is
+        now), or nobody would ever send them -- no load follows to resend them -- and the
+        producer's EndTxn retries would be answered CONCURRENT_TRANSACTIONS for ever."""
+        coordinator_epoch = before.coordinator_epoch
         error = await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch,
                                                                    decision.transit)
+        after = self.state_manager.get_transaction_state(transactional_id)
+        same = isinstance(after, CoordinatorEpochAndTxnMetadata) and after.metadata is before.metadata
         if error != ErrorCode.NONE:
-            if decision.is_epoch_fence:
-                after = self.state_manager.get_transaction_state(transactional_id)
-                if isinstance(after, CoordinatorEpochAndTxnMetadata) and after.coordinator_epoch == coordinator_epoch:
-                    after.metadata.has_failed_epoch_fence = True  # the next fence reuses the bumped epoch
+            if decision.is_epoch_fence and same:
+                before.metadata.has_failed_epoch_fence = True  # the next fence reuses the bumped epoch
             log.info(f"Aborting sending of transaction markers and returning {error} error to client for "
                      f"{transactional_id}'s EndTransaction request of {result.name}, since appending "
                      f"{decision.transit.txn_state.state_name} to transaction log with coordinator epoch "
                      f"{coordinator_epoch} failed")
             return error
-        now = self.state_manager.get_transaction_state(transactional_id)
-        if not isinstance(now, CoordinatorEpochAndTxnMetadata) or now.coordinator_epoch != coordinator_epoch:
+        if not same:
             return ErrorCode.NOT_COORDINATOR
+        now = after
+        assert isinstance(now, CoordinatorEpochAndTxnMetadata)
         if self._send_markers is None:
             # unit tests of the coordinator without a sender: the transaction stays in its Prepare state
             log.warning(f"{transactional_id}'s transaction is {decision.transit.txn_state.state_name}; its markers "
@@ -422,5 +433,5 @@ class TransactionCoordinator:
                                                         decision.transit.producer_epoch, result, self._clock_ms())
         if isinstance(complete, ErrorCode):
             return complete
-        self._send_markers(coordinator_epoch, result, transactional_id, complete)
+        self._send_markers(now.coordinator_epoch, result, transactional_id, complete)
         return ErrorCode.NONE

@@ -318,6 +318,54 @@ async def test_elections_load_the_partition_and_a_write_that_outlived_its_coordi
     await sm.shutdown()
 
 
+async def test_end_txn_hands_its_markers_on_when_its_partition_took_a_new_leader_epoch_meanwhile(
+        server: BrokerServer) -> None:
+    """This broker keeps leading the id's partition, at a new leader epoch (the ISR shrink of a
+    follower's controlled shutdown), while EndTxn's PrepareCommit waits for its acks: the runtime
+    keeps the loaded metadata and only takes the epoch, so EndTxn must still hand the markers on,
+    with the new coordinator epoch. Answering NOT_COORDINATOR instead (comparing epochs) left the
+    transaction in PrepareCommit with nobody to send its markers -- no load follows to resend
+    them -- and the Java producer's EndTxn retries answered CONCURRENT_TRANSACTIONS for ever
+    (found by tests/cluster/test_java_eos.py's clean broker bounces)."""
+    own = await coordinator_of(server)
+    sm = TransactionStateManager(server.config, replica_manager=server.replica_manager,
+                                 metadata_cache=server.metadata_cache, controller=server.controller,
+                                 spawn=server._spawn, elections=True)
+    sent: list[tuple[object, ...]] = []
+    tc = TransactionCoordinator(sm, own._allocate_producer_id, send_markers=lambda *a: sent.append(a))
+    partition = sm.partition_for("t")
+    p = server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, partition)]
+    epoch = p.leader_epoch
+    load = sm.runtime.on_election(partition, epoch)
+    assert load is not None
+    await load
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    pid = init.producer_id
+    assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("a", 0)]) == ErrorCode.NONE
+    metadata = state_of(tc, "t")
+
+    me, other = p.broker_id, p.broker_id + 1
+    wider = dataclasses.replace(p.state, replicas=[me, other], isr=[me, other],
+                                partition_epoch=p.state.partition_epoch + 1)
+    await p.make_leader(wider, int(time.time() * 1000))
+    end = p.log.log_end_offset
+    commit = asyncio.ensure_future(tc.handle_end_transaction("t", pid, 0, TransactionResult.COMMIT))
+    await until(lambda: p.log.log_end_offset > end, "PrepareCommit to reach the log")
+    assert not commit.done()
+    # the controller drops `other` from the ISR with a new leader epoch; this broker stays leader
+    narrow = dataclasses.replace(p.state, replicas=[me], isr=[me], leader_epoch=epoch + 1,
+                                 partition_epoch=p.state.partition_epoch + 1)
+    await p.make_leader(narrow, int(time.time() * 1000))
+    sm.runtime.on_leadership_change([(TRANSACTION_STATE_TOPIC, partition)], [])
+    server.replica_manager.produce_purgatory.check_and_complete((TRANSACTION_STATE_TOPIC, partition))
+    assert await asyncio.wait_for(commit, 10) == ErrorCode.NONE
+    assert state_of(tc, "t") is metadata and metadata.state == S.PREPARE_COMMIT  # not reloaded
+    [(coordinator_epoch, result, tid, complete)] = sent
+    assert (coordinator_epoch, result, tid) == (epoch + 1, TransactionResult.COMMIT, "t")
+    assert complete.txn_state == S.COMPLETE_COMMIT  # type: ignore[attr-defined]
+    await sm.shutdown()
+
+
 # -- timeouts: aborting timed-out transactions, expiring idle ids ---------------------------------
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -109,7 +110,6 @@ class Copier:
     proc: subprocess.Popen[str]
     lines: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-
     readers: list[threading.Thread] = field(default_factory=list)
 
     def start_reading(self) -> None:
@@ -163,10 +163,18 @@ def start_copiers(bootstrap: str, n: int, transaction_size: int) -> list[Copier]
     return copiers
 
 
+# the system test's VerifiableProducer(enable_idempotence=True): the tool itself sets retries=0
+IDEMPOTENT = "enable.idempotence=true\nretries=2147483647\nmax.in.flight.requests.per.connection=5\n"
+
+
 def seed_with_verifiable_producer(bootstrap: str, records: int) -> list[str]:
     """VerifiableProducer (idempotent, acks=all) writes 0..records-1; the values it got acked."""
-    out = run_tool(VP, "--bootstrap-server", bootstrap, "--topic", "input-topic", "--max-messages", str(records),
-                   "--throughput", "-1", "--acks", "-1", "--producer.config", "/dev/null", timeout=180).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as config:
+        config.write(IDEMPOTENT)
+        config.flush()
+        out = run_tool(VP, "--bootstrap-server", bootstrap, "--topic", "input-topic", "--max-messages",
+                       str(records), "--throughput", "-1", "--acks", "-1", "--producer.config", config.name,
+                       timeout=180).stdout
     acked = [json.loads(line) for line in out.splitlines() if '"producer_send_success"' in line]
     return [str(a["value"]) for a in acked]
 

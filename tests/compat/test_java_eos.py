@@ -15,28 +15,18 @@ tests/compat/eos.py):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.broker_process import BrokerProcess
 from tests.compat import eos
-from tests.compat.test_java_transactions import SINGLE_BROKER_TXN
+from tests.compat.test_java_transactions import broker
+
+__all__ = ["broker"]  # a single node with transaction.state.log.min.isr=1, a fixture of that module
 
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory: pytest.TempPathFactory) -> str:
     return eos.compile_eos(tmp_path_factory.mktemp("java-eos") / "classes")
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=SINGLE_BROKER_TXN).start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 def test_consume_transform_produce_commits_and_aborts(classes: str, broker: BrokerProcess) -> None:

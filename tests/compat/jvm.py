@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 JAVA_SRC = REPO / "tests" / "compat" / "java"
 JARS = REPO / "build" / "java"
 KAFKA_LIB = JARS / "kafka"
+STREAMS_LIB = JARS / "streams"
 LOG4J = JAVA_SRC / "log4j.properties"
 INSTALL_HINT = "run `make test-deps` (scripts/install-java-deps) first"
 
@@ -37,6 +38,11 @@ def java() -> str:
 def kafka_classpath() -> str:
     """Kafka 3.9's clients, tools and broker, as one class path."""
     return str(_require(KAFKA_LIB, "Kafka 3.9 jars") / "*")
+
+
+def streams_classpath() -> str:
+    """Kafka Streams 3.9 and its RocksDB, to go before Kafka's class path (which has the clients)."""
+    return str(_require(STREAMS_LIB, "Kafka Streams 3.9 jars") / "*")
 
 
 def kafka_version() -> str:
@@ -77,13 +83,15 @@ def run_tool(main_class: str, *args: str, timeout: float = 120.0, input: str | N
     return proc
 
 
-def compile_java(sources: Sequence[Path], out_dir: Path) -> str:
-    """javac the suite's own Java programs against Kafka's jars; returns the class folder."""
+def compile_java(sources: Sequence[Path], out_dir: Path, *, classpath: str | None = None) -> str:
+    """javac the suite's own Java programs against Kafka's jars (after `classpath`); returns the
+    class folder."""
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("javac is missing: scripts/install-system-deps installs openjdk-17-jdk-headless")
     out_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([javac, "-nowarn", "-d", str(out_dir), "-cp", kafka_classpath(),
+    cp = kafka_classpath() if classpath is None else f"{classpath}{os.pathsep}{kafka_classpath()}"
+    proc = subprocess.run([javac, "-nowarn", "-d", str(out_dir), "-cp", cp,
                            *map(str, sources)], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise AssertionError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")

@@ -1,0 +1,55 @@
+"""Kafka Streams 3.9.2 with processing.guarantee=exactly_once_v2 on the 3-broker ZooKeeper cluster
+(issue #22 §3): the word count of tests/compat/streams_eos.py over 5,000 known lines, input and
+output with 6 partitions at replication factor 3, Streams' repartition and changelog topics created
+by it at replication factor 3, `__consumer_offsets` and `__transaction_state` at 3 too. The broker
+leading the most partitions of the application's topics is killed (kill -9) while lines are fed and
+counted, and restarted; then the Streams program is killed (kill -9) and started again. A
+read_committed consumer of the output must find every word's latest count equal to its count in
+the input, and each word's counts only growing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from pathlib import Path
+
+from tests.cluster.processes import Cluster, cluster_fixture, partitions
+from tests.compat.streams_eos import (
+    WordCountApp,
+    compile_word_count,
+    create_topics,
+    exactly_once_across_kills,
+)
+
+PARTITIONS = 6
+APP_TOPICS = ("wc-in", "wc-out", "wc-words-repartition", "wc-counts-changelog")
+
+cluster = cluster_fixture("offsets.topic.replication.factor=3", "offsets.topic.num.partitions=10",
+                          "group.initial.rebalance.delay.ms=0")
+
+
+async def test_streams_exactly_once_v2_word_count_across_a_broker_kill_and_an_app_kill(
+        cluster: Cluster, tmp_path: Path) -> None:
+    await cluster.open()
+    classes = await asyncio.to_thread(compile_word_count, tmp_path / "classes")
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+    await asyncio.to_thread(create_topics, bootstrap, ["wc-in", "wc-out"], PARTITIONS, 3)
+    killed: list[int] = []
+
+    def kill_busiest() -> None:
+        """kill -9 the broker leading the most partitions of the application's topics."""
+        view = cluster.metadata(cluster.live()[0])
+        assert all(t in view["topics"] for t in APP_TOPICS), sorted(view["topics"])
+        led = collections.Counter(s[1] for t in APP_TOPICS for s in partitions(view, t).values())
+        killed.append(max(cluster.live(), key=lambda i: led[i]))
+        cluster.brokers[killed[0]].kill()
+
+    def restart() -> None:
+        cluster.brokers[killed[0]] = cluster.broker_process(killed[0]).start()
+
+    await asyncio.to_thread(
+        exactly_once_across_kills, bootstrap, PARTITIONS,
+        lambda: WordCountApp(classes, bootstrap, tmp_path / "state", replication_factor=3).start(),
+        kill_busiest, restart)
+    assert len(killed) == 1

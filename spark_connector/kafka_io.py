@@ -123,7 +123,8 @@ def fetch_range(opts: ReadOptions, topic: str, partition: int, start: int, end: 
 
     Data loss (start below the log start offset, or the log ending before `end`) raises
     DataLossError when failOnDataLoss is true; otherwise the readable part is returned and the
-    loss is logged. Offsets may have gaps (compaction, control records), which is not loss."""
+    loss is logged. Offsets may have gaps (compaction, control records, aborted records under
+    read_committed), which is not loss."""
     if start >= end:
         return
     consumer = new_consumer(opts, f"odradek-spark-{topic}-{partition}")
@@ -142,24 +143,26 @@ def fetch_range(opts: ReadOptions, topic: str, partition: int, start: int, end: 
         deadline = time.monotonic() + opts.poll_timeout_ms / 1000
         while position < end:
             records = consumer.poll(timeout_ms=500, max_records=CHUNK).get(tp, [])
-            if not records:
-                high = consumer.end_offsets([tp])[tp]
-                if high <= position:
-                    _data_loss(opts, f"{topic}-{partition}: the log ends at {high}, before the "
-                                     f"requested end offset {end}")
-                    return
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{topic}-{partition}: no records at offset {position} "
-                                       f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
-                continue
-            deadline = time.monotonic() + opts.poll_timeout_ms / 1000
-            if records[-1].offset >= end:
+            if records and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
             if records:
-                position = records[-1].offset + 1
                 yield records
-            else:
-                position = end
+            # The consumer's position, not the last record, says how far the read got: it also
+            # moves past what a fetch returns but the reader never sees (read_committed's aborted
+            # records, transaction markers), which can end a range with no record after them.
+            moved = consumer.position(tp)
+            if moved > position:
+                position = moved
+                deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+                continue
+            high = consumer.end_offsets([tp])[tp]
+            if high <= position:
+                _data_loss(opts, f"{topic}-{partition}: the log ends at {high}, before the "
+                                 f"requested end offset {end}")
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition}: no records at offset {position} "
+                                   f"within kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
     finally:
         consumer.close()
 

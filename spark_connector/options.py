@@ -52,7 +52,7 @@ _MANAGED_CONSUMER = {
 _MANAGED_PRODUCER = {
     "key_serializer": "keys are written from the 'key' column (string or binary)",
     "value_serializer": "values are written from the 'value' column (string or binary)",
-    "transactional_id": "Odradek does not implement transactions",
+    "transactional_id": "the odradek sink does not write in transactions (neither does Spark's kafka sink)",
 }
 #: kafka-python settings whose default is None but whose value is a number or a version.
 _NUMERIC_NONE_DEFAULTS = ("receive_buffer_bytes", "send_buffer_bytes")
@@ -237,9 +237,20 @@ def _check_names(opts: Mapping[str, str], allowed: tuple[str, ...], mode: str) -
             raise OptionError(f"option '{other[key]}' does not apply to a {mode}")
         elif key not in names:
             known = ", ".join(sorted([*allowed, "kafka.*"], key=str.lower))
-            raise OptionError(f"unknown option '{key}' for the odradek {mode}; known options: "
-                              f"{known}")
+            hint = (f" (a Kafka client setting takes the 'kafka.' prefix: 'kafka.{key}')"
+                    if _is_client_setting(key) else "")
+            raise OptionError(f"unknown option '{key}' for the odradek {mode}{hint}; known "
+                              f"options: {known}")
     return kafka
+
+
+def _is_client_setting(name: str) -> bool:
+    """Whether `name` (Java spelling, e.g. isolation.level) is a kafka-python client setting, so
+    an option given without its `kafka.` prefix is named back with it instead of just refused."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    python_name = name.replace(".", "_")
+    return "." in name and (python_name in KafkaConsumer.DEFAULT_CONFIG or python_name in KafkaProducer.DEFAULT_CONFIG)
 
 
 def _bootstrap(opts: Mapping[str, str]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.broker_process import BrokerProcess
+from tests.compat.test_java_transactions import SINGLE_BROKER_TXN
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 calls the deprecated importlib.resources.read_text at import time;
@@ -37,7 +38,7 @@ os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data",
-                      overrides=["num.partitions=1"]).start()
+                      overrides=["num.partitions=1", *SINGLE_BROKER_TXN]).start()
     try:
         yield b
     finally:

@@ -1,10 +1,12 @@
-"""Broker-side helpers for the Spark tests: create topics, produce and consume with kafka-python,
+"""Broker-side helpers for the Spark tests: create topics, produce and consume with kafka-python
+(transactions with confluent-kafka),
 independently of the data source under test."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -104,3 +106,41 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[int, int, bytes | None
         return sorted(out)
     finally:
         consumer.close()
+
+
+# `transactions(..., 3, TXN_OUTCOMES)` leaves, per partition p: "0-p" committed at offset 0 (its
+# marker at 1), "1-p" aborted at 2, "2-p" committed at 4, "3-p" at 6 in a transaction left open;
+# as (partition, offset, value) rows, what read_committed and read_uncommitted return
+TXN_OUTCOMES = ("commit", "abort", "commit", "open")
+COMMITTED = [(p, o, f"{i}-{p}".encode()) for p in range(3) for o, i in ((0, 0), (4, 2))]
+EVERY_RECORD = [(p, 2 * i, f"{i}-{p}".encode()) for p in range(3) for i in range(4)]
+
+
+@contextlib.contextmanager
+def transactions(bootstrap: str, topic: str, partitions: int, outcomes: Sequence[str]) -> Iterator[None]:
+    """Transactions of one confluent-kafka transactional producer, one record "<i>-<p>" to every
+    partition p in the i-th, each committed ("commit") or aborted ("abort") in turn; the markers
+    of all of them written (the last stable offsets reach the high watermarks) before the block
+    runs. A last "open" one is left open while the block runs (it holds the last stable offsets at
+    its first records) and aborted after it."""
+    from confluent_kafka import Producer
+
+    from tests.txn_requests import until_stable
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"spark-{topic}"})
+    producer.init_transactions(60)
+    for i, outcome in enumerate(outcomes):
+        producer.begin_transaction()
+        for p in range(partitions):
+            producer.produce(topic, f"{i}-{p}".encode(), partition=p)
+        assert producer.flush(30) == 0
+        if outcome == "open":
+            assert i == len(outcomes) - 1, "only the last transaction can be left open"
+            break
+        (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(30)
+        until_stable(int(bootstrap.rsplit(":", 1)[1]), topic, partitions)
+    try:
+        yield
+    finally:
+        if outcomes and outcomes[-1] == "open":
+            producer.abort_transaction(30)

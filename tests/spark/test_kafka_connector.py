@@ -18,7 +18,17 @@ from typing import Any
 import pytest
 
 from tests.compat.reference_kafka import ReferenceKafka
-from tests.spark.helpers import add_partitions, consume_all, create_topic, produce, unique_topic
+from tests.spark.helpers import (
+    COMMITTED,
+    EVERY_RECORD,
+    TXN_OUTCOMES,
+    add_partitions,
+    consume_all,
+    create_topic,
+    produce,
+    transactions,
+    unique_topic,
+)
 
 QUERY_TIMEOUT_S = 180
 
@@ -287,3 +297,15 @@ def test_streaming_fail_on_data_loss(spark: Any, bootstrap: str, scratch: Path) 
                                                  failOnDataLoss="false"))) == 15
     got = [tuple(map(int, v.decode().split(":")[1:])) for *_, v, _h in consume_all(bootstrap, sink)]
     assert sorted(got) == [(o, o) for o in range(20)] + [(o, o) for o in range(35, 50)]
+
+
+def test_batch_read_committed_skips_aborted_and_open_transactions(spark: Any, bootstrap: str) -> None:
+    """kafka.isolation.level=read_committed reads the committed transactions' records only, and
+    stops at the last stable offset (the open transaction's first record); read_uncommitted (the
+    default) reads every record, aborted and open ones included. Control records are never rows."""
+    topic = create_topic(bootstrap, unique_topic("ktxn"), 3)
+    with transactions(bootstrap, topic, 3, TXN_OUTCOMES):
+        committed = read(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+        assert sorted(committed.select("partition", "offset", "value").collect()) == COMMITTED
+        uncommitted = read(spark, bootstrap, subscribe=topic).select("partition", "offset", "value").collect()
+        assert sorted(uncommitted) == EVERY_RECORD

@@ -88,6 +88,11 @@ def test_starting_timestamp_wins_over_starting_offsets() -> None:
      "option 'kafka.sasl.jaas.config' is not a kafka-python consumer setting"),
     ({"subscribe": "t", "kafka.isolation.level": "read_dirty"},
      "option 'kafka.isolation.level' must be read_uncommitted or read_committed"),
+    # Spark's kafka source takes client settings with the prefix only; the bare name is refused
+    # with the prefixed one to use (Spark would ignore it and read uncommitted records)
+    ({"subscribe": "t", "isolation.level": "read_committed"},
+     "unknown option 'isolation.level' for the odradek batch read (a Kafka client setting takes the "
+     "'kafka.' prefix: 'kafka.isolation.level')"),
     ({"subscribe": "t", "kafka.fetch.max.bytes": "lots"},
      "option 'kafka.fetch.max.bytes': 'lots' is not a valid value"),
 ])
@@ -116,7 +121,7 @@ def test_write_options() -> None:
     assert parse_write_options(BOOT, streaming=False).topic is None
     with pytest.raises(OptionError, match="option 'subscribe' does not apply to a streaming write"):
         parse_write_options({**BOOT, "subscribe": "t"}, streaming=True)
-    with pytest.raises(OptionError, match="Odradek does not implement transactions"):
+    with pytest.raises(OptionError, match="the odradek sink does not write in transactions"):
         parse_write_options({**BOOT, "kafka.transactional.id": "x"}, streaming=False)
 
 

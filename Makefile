@@ -22,7 +22,7 @@ $(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
 venv: $(VENV)/.installed
 test-deps: $(VENV)/.test-installed java-deps docker-deps
 
-# Kafka 3.9 and Spark's kafka connector jars into build/java/ (cached; a no-op when current)
+# Kafka 3.9, Kafka Streams 3.9 and Spark's kafka connector jars into build/java/ (cached; a no-op when current)
 java-deps: $(VENV)/.test-installed
 	PY=$(PY) bash scripts/install-java-deps
 

@@ -1,9 +1,11 @@
 """Kafka Streams 3.9.2 with processing.guarantee=exactly_once_v2 on the 3-broker ZooKeeper cluster
 (issue #22 §3): the word count of tests/compat/streams_eos.py over 5,000 known lines, input and
 output with 6 partitions at replication factor 3, Streams' repartition and changelog topics created
-by it at replication factor 3, `__consumer_offsets` and `__transaction_state` at 3 too. The broker
-leading the most partitions of the application's topics is killed (kill -9) while lines are fed and
-counted, and restarted; then the Streams program is killed (kill -9) and started again. A
+by it at replication factor 3, `__consumer_offsets` and `__transaction_state` at 3 too. A broker is
+killed (kill -9) while lines are fed and counted, and restarted -- the one leading the most
+partitions of the application's topics, or the transaction coordinator of the first stream
+thread's transactional id (`<application.id>-<process id kept in the state dir>-1`, the Streams
+3.9 naming of exactly_once_v2) -- then the Streams program is killed (kill -9) and started again. A
 read_committed consumer of the output must find every word's latest count equal to its count in
 the input, and each word's counts only growing.
 """
@@ -12,9 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 from pathlib import Path
 
+import pytest
+
 from tests.cluster.processes import Cluster, cluster_fixture, partitions
+from tests.cluster.test_transactions import coordinator
 from tests.compat.streams_eos import (
     WordCountApp,
     compile_word_count,
@@ -29,20 +35,29 @@ cluster = cluster_fixture("offsets.topic.replication.factor=3", "offsets.topic.n
                           "group.initial.rebalance.delay.ms=0")
 
 
+@pytest.mark.parametrize("victim", ["busiest-leader", "transaction-coordinator"])
 async def test_streams_exactly_once_v2_word_count_across_a_broker_kill_and_an_app_kill(
-        cluster: Cluster, tmp_path: Path) -> None:
+        cluster: Cluster, tmp_path: Path, victim: str) -> None:
     await cluster.open()
     classes = await asyncio.to_thread(compile_word_count, tmp_path / "classes")
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
     await asyncio.to_thread(create_topics, bootstrap, ["wc-in", "wc-out"], PARTITIONS, 3)
     killed: list[int] = []
 
-    def kill_busiest() -> None:
-        """kill -9 the broker leading the most partitions of the application's topics."""
+    def busiest_leader() -> int:
         view = cluster.metadata(cluster.live()[0])
         assert all(t in view["topics"] for t in APP_TOPICS), sorted(view["topics"])
         led = collections.Counter(s[1] for t in APP_TOPICS for s in partitions(view, t).values())
-        killed.append(max(cluster.live(), key=lambda i: led[i]))
+        return max(cluster.live(), key=lambda i: led[i])
+
+    def transaction_coordinator() -> int:
+        process_id = json.loads((tmp_path / "state" / "wc" / "kafka-streams-process-metadata").read_text())["processId"]
+        node = coordinator(cluster, f"wc-{process_id}-1", cluster.live()[0])
+        assert node in cluster.live(), node
+        return node
+
+    def kill_victim() -> None:
+        killed.append(busiest_leader() if victim == "busiest-leader" else transaction_coordinator())
         cluster.brokers[killed[0]].kill()
 
     def restart() -> None:
@@ -51,5 +66,5 @@ async def test_streams_exactly_once_v2_word_count_across_a_broker_kill_and_an_ap
     await asyncio.to_thread(
         exactly_once_across_kills, bootstrap, PARTITIONS,
         lambda: WordCountApp(classes, bootstrap, tmp_path / "state", replication_factor=3).start(),
-        kill_busiest, restart)
+        kill_victim, restart)
     assert len(killed) == 1

@@ -4,8 +4,10 @@ steady rate; the broker is killed (kill -9) and restarted once 1,000 lines are c
 program killed (kill -9) and started again on its state dir once 2,500 are. A read_committed
 consumer of the output must then find every word's latest count equal to its count in the input
 (nothing counted twice, nothing lost), and each word's counts only growing. With
-processing.guarantee=at_least_once the same test fails: the lines the killed program had counted
-since its last commit are counted again.
+processing.guarantee=at_least_once the same test fails (the lines the killed program had counted
+since its last commit are counted again), and so it does when the broker's read_committed fetches
+leave out their aborted transactions (the killed program's aborted records of the repartition
+topic are counted by its successor).
 
 Streams drives the broker through CreateTopics with configs (its repartition and changelog topics),
 InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit / EndTxn every commit

@@ -8,6 +8,7 @@ import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 def _spark_version() -> tuple[int, int]:
@@ -116,31 +117,49 @@ COMMITTED = [(p, o, f"{i}-{p}".encode()) for p in range(3) for o, i in ((0, 0), 
 EVERY_RECORD = [(p, 2 * i, f"{i}-{p}".encode()) for p in range(3) for i in range(4)]
 
 
+class OpenTransaction:
+    """The transaction `transactions` left open: `commit` ends it (markers written) before the
+    block does; otherwise it is aborted when the block ends."""
+
+    def __init__(self, producer: Any, bootstrap: str, topic: str, partitions: int) -> None:
+        self.producer, self.bootstrap, self.topic, self.partitions = producer, bootstrap, topic, partitions
+        self.open = False
+
+    def end(self, commit: bool) -> None:
+        from tests.txn_requests import until_stable
+
+        (self.producer.commit_transaction if commit else self.producer.abort_transaction)(30)
+        self.open = False
+        until_stable(int(self.bootstrap.rsplit(":", 1)[1]), self.topic, self.partitions)
+
+    def commit(self) -> None:
+        self.end(commit=True)
+
+
 @contextlib.contextmanager
-def transactions(bootstrap: str, topic: str, partitions: int, outcomes: Sequence[str]) -> Iterator[None]:
+def transactions(bootstrap: str, topic: str, partitions: int, outcomes: Sequence[str]) -> Iterator[OpenTransaction]:
     """Transactions of one confluent-kafka transactional producer, one record "<i>-<p>" to every
     partition p in the i-th, each committed ("commit") or aborted ("abort") in turn; the markers
     of all of them written (the last stable offsets reach the high watermarks) before the block
     runs. A last "open" one is left open while the block runs (it holds the last stable offsets at
-    its first records) and aborted after it."""
+    its first records): the block may commit it, else it is aborted after the block."""
     from confluent_kafka import Producer
-
-    from tests.txn_requests import until_stable
 
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"spark-{topic}"})
     producer.init_transactions(60)
+    txn = OpenTransaction(producer, bootstrap, topic, partitions)
     for i, outcome in enumerate(outcomes):
         producer.begin_transaction()
+        txn.open = True
         for p in range(partitions):
             producer.produce(topic, f"{i}-{p}".encode(), partition=p)
         assert producer.flush(30) == 0
         if outcome == "open":
             assert i == len(outcomes) - 1, "only the last transaction can be left open"
             break
-        (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(30)
-        until_stable(int(bootstrap.rsplit(":", 1)[1]), topic, partitions)
+        txn.end(commit=outcome == "commit")
     try:
-        yield
+        yield txn
     finally:
-        if outcomes and outcomes[-1] == "open":
-            producer.abort_transaction(30)
+        if txn.open:
+            txn.end(commit=False)

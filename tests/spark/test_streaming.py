@@ -10,10 +10,13 @@ import pytest
 
 from tests.spark.helpers import (
     ADMISSION_CONTROL,
+    COMMITTED,
+    TXN_OUTCOMES,
     add_partitions,
     consume_all,
     create_topic,
     produce,
+    transactions,
     unique_topic,
 )
 
@@ -190,3 +193,21 @@ def test_streaming_data_loss_fails_or_skips_per_fail_on_data_loss(spark: Any, bo
                              failOnDataLoss="false") == [15]
     assert read_parquet(spark, out) == [(0, i, str(i)) for i in range(20)] + [
         (0, i, str(i)) for i in range(35, 50)]
+
+
+def test_streaming_read_committed_waits_for_the_open_transaction(spark: Any, bootstrap: str, scratch: Path) -> None:
+    """kafka.isolation.level=read_committed in a stream: a micro-batch ends at the last stable
+    offset, so the records of the transaction still open are not read (nor skipped); once it is
+    committed the next run reads them, and the aborted records never. Each partition's batch range
+    ends on an invisible transaction marker, which the read must not wait for."""
+    topic = create_topic(bootstrap, unique_topic("stxn"), 3)
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    options = {"startingOffsets": "earliest", "kafka.isolation.level": "read_committed",
+               "kafkaConsumer.pollTimeoutMs": "20000"}
+    with transactions(bootstrap, topic, 3, TXN_OUTCOMES) as open_transaction:
+        run_available_now(spark, bootstrap, topic, out, checkpoint, **options)
+        assert read_parquet(spark, out) == [(p, o, v.decode()) for p, o, v in COMMITTED]
+        open_transaction.commit()
+        assert run_available_now(spark, bootstrap, topic, out, checkpoint, **options) == [3]
+    assert read_parquet(spark, out) == sorted([(p, o, v.decode()) for p, o, v in COMMITTED]
+                                              + [(p, 6, f"3-{p}") for p in range(3)])

@@ -1,0 +1,1 @@
+"""Security: the authorizer (Kafka's AclAuthorizer) and where its ACLs are stored."""

@@ -139,6 +139,9 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("replica.fetch.backoff.ms", "int", 1000, "Wait before a follower fetches again from a leader after an error.", _at_least(0), "[0,...]"),
     D("broker.rack", "string", None, "The broker's rack, registered in ZooKeeper, used by rack-aware replica assignment and by `replica.selector.class`'s rack-aware selector."),
     D("replica.selector.class", "class", None, "The replica a consumer with `client.rack` (Fetch v11+) is sent to fetch from (KIP-392). Unset: the leader, always. `" + RACK_AWARE_REPLICA_SELECTOR + "`: an in-sync replica in the client's rack (the leader if it is one), else the leader. Other classes are refused: Odradek cannot load Java classes.", _one_of(*SELECTORS), "[null, " + ", ".join(SELECTORS) + "] (Odradek loads no Java classes: Kafka's rack-aware selector is built in)"),
+    D("authorizer.class.name", "string", "", "The authorizer: `kafka.security.authorizer.AclAuthorizer` checks every request against the ACLs (in ZooKeeper, or a single node's metadata file); empty: every request is allowed and the ACL APIs answer SECURITY_DISABLED. Other classes are refused: Odradek loads no Java classes.", _one_of("", "kafka.security.authorizer.AclAuthorizer"), "[, kafka.security.authorizer.AclAuthorizer]"),
+    D("super.users", "string", None, "AclAuthorizer: principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:broker)."),
+    D("allow.everyone.if.no.acl.found", "bool", False, "AclAuthorizer: allow a request on a resource that no ACL applies to."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
 )
 CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}

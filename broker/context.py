@@ -7,12 +7,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.registry import advertised
+from broker.security.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    to_bit_field,
+)
 from protocol.messages import RequestHeader
 from protocol.messages.api_versions_response import ApiVersion
 from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
+
+
+ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
@@ -28,6 +38,39 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    # -- authorization (Kafka's AuthHelper) ----------------------------------------------------
+
+    @property
+    def principal(self) -> str:
+        """The connection's principal: the one place it is read. PLAINTEXT connections are
+        User:ANONYMOUS, as in Kafka (TLS and SASL principals will be set on the connection)."""
+        return getattr(self.connection, "principal", None) or ANONYMOUS
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, which ACL hosts are compared with."""
+        peer = getattr(self.connection, "peer", "") or ""
+        return peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
+
+    def authorize(self, op: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """AuthHelper.authorize: allowed when no authorizer is configured."""
+        auth = self.server.authorizer
+        return auth is None or auth.authorize(self.principal, self.client_host, op, resource_type, name)
+
+    def authorize_cluster(self, op: AclOperation) -> bool:
+        return self.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorize_by_resource_type(self, op: AclOperation, resource_type: ResourceType) -> bool:
+        auth = self.server.authorizer
+        return auth is None or auth.authorize_by_resource_type(self.principal, self.client_host, op, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's field: every supported operation without an authorizer (AuthHelper)."""
+        auth = self.server.authorizer
+        if auth is None:
+            return to_bit_field(SUPPORTED_OPERATIONS[resource_type])
+        return auth.authorized_operations(self.principal, self.client_host, resource_type, name)
 
     async def committed(self, results: Iterable[Any] = ()) -> StorageError | None:
         """Await the controller's ``committed()`` before answering a change. When the metadata

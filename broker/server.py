@@ -52,6 +52,8 @@ from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
+from broker.security.acl_store import EmbeddedAclStore, ZkAclStore
+from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
@@ -106,6 +108,8 @@ class BrokerServer:
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
+        self.authorizer: AclAuthorizer | None = None  # authorizer.class.name set: every request checked
+        self.acl_store: ZkAclStore | None = None  # ZooKeeper mode with an authorizer: /kafka-acl
         self._zk_closed = False
         self.metadata_cache: MetadataCache = MetadataCache(MetadataImage(cluster_id="", controller_id=-1))
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
@@ -144,6 +148,9 @@ class BrokerServer:
         self.metadata_cache = MetadataCache(self.controller.image)
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
+        if cfg["authorizer.class.name"]:
+            self.authorizer = self._make_authorizer(EmbeddedAclStore(self.controller))
+            await self.authorizer.load()
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
         self.replica_manager = ReplicaManager(self)
         self.controller.add_listener(self.replica_manager.on_metadata_change)
@@ -195,6 +202,13 @@ class BrokerServer:
             await self.config_manager.startup()
         except ZooKeeperClientError as e:
             raise StartupError(f"Reading the config overrides from ZooKeeper failed: {e}") from e
+        if cfg["authorizer.class.name"]:
+            self.acl_store = ZkAclStore(kafka_zk)
+            self.authorizer = self._make_authorizer(self.acl_store)
+            try:
+                await self.acl_store.start(self.authorizer)
+            except ZooKeeperClientError as e:
+                raise StartupError(f"Reading the ACLs from ZooKeeper failed: {e}") from e
         self.controller_channel = NetworkClient(NetworkClientConfig(client_id=str(cfg.broker_id)))
         self.controller = ZkController(
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
@@ -210,6 +224,16 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.startup()
         await self._start_transaction_coordinator()
+
+    def _make_authorizer(self, store: AclStore) -> AclAuthorizer:
+        """AclAuthorizer.configure: `super.users` and `allow.everyone.if.no.acl.found`."""
+        cfg = self.config
+        try:
+            super_users = parse_super_users(cfg["super.users"])
+        except ValueError as e:
+            raise StartupError(f"super.users: {e}") from e
+        return AclAuthorizer(super_users=super_users,
+                             allow_everyone_if_no_acl_found=cfg["allow.everyone.if.no.acl.found"], store=store)
 
     async def _start_transaction_coordinator(self) -> None:
         """The TransactionCoordinator on its state manager (`__transaction_state`), with producer
@@ -476,6 +500,8 @@ class BrokerServer:
                 await self.controller.committed()
             except Exception:
                 log.exception("metadata store write failed during shutdown")
+        if self.acl_store is not None:
+            await self.acl_store.close()
         if self.log_cleaner is not None:  # before the logs close: a cleaning in progress stops
             await loop.run_in_executor(None, self.log_cleaner.shutdown)
         if self.replica_manager is not None:

@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from broker.security.acl import AccessControlEntry, ResourcePattern
+from broker.security.acl_store import acls_from_json, acls_to_json
 from controller.image import (
     BrokerInfo,
     Listener,
@@ -61,6 +63,8 @@ class EmbeddedController:
         self.next_producer_id = 0
         self.producer_id_limit = 0
         self.image = MetadataImage(cluster_id=cluster_id or _new_cluster_id(), controller_id=broker.broker_id)
+        # the ACLs of the single node's authorizer (broker.security.acl_store.EmbeddedAclStore)
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         if self.path.exists():
             self._load()
         self.image.brokers = {broker.broker_id: broker}
@@ -77,6 +81,7 @@ class EmbeddedController:
         self.image.cluster_id = data["cluster_id"]
         self.image.broker_configs = dict(data.get("broker_configs", {}))
         self.producer_id_limit = self.next_producer_id = int(data.get("producer_id_limit", 0))
+        self.acls = acls_from_json(data.get("acls", []))
         for t in data.get("topics", []):
             parts = {
                 int(p["partition"]): PartitionState(
@@ -99,6 +104,7 @@ class EmbeddedController:
             "cluster_id": self.image.cluster_id,
             "broker_configs": self.image.broker_configs,
             "producer_id_limit": self.producer_id_limit,
+            "acls": acls_to_json(self.acls),
             "topics": [
                 {
                     "name": t.name,
@@ -322,6 +328,14 @@ class EmbeddedController:
         self._save()
 
     # -- listeners ------------------------------------------------------------------------------
+
+    def set_acls(self, resource: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """A resource's ACL entries (none: removed); durable once :meth:`committed` returns."""
+        if entries:
+            self.acls[resource] = entries
+        else:
+            self.acls.pop(resource, None)
+        self._save()
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(event, topic)`` after every topic change (created, deleted, changed)."""

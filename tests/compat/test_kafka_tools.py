@@ -417,4 +417,5 @@ def test_broker_api_versions(broker: BrokerProcess) -> None:
     assert usable == {key: (low, high) for key, low, high in advertised()}
     assert "\tProduce(0): 0 to 11 [usable: 11]" in out
     assert "\tAddPartitionsToTxn(24): 0 to 5 [usable: 5]" in out
-    assert "\tDescribeAcls(29): UNSUPPORTED" in out
+    assert "\tDescribeAcls(29): 0 to 3 [usable: 3]" in out
+    assert "\tDescribeUserScramCredentials(50): UNSUPPORTED" in out

@@ -49,9 +49,11 @@ class ZkModeKafka(LoggedProcess):
 
     what = "Kafka 3.9 (ZooKeeper mode)"
 
-    def __init__(self, work_dir: Path, zookeeper_connect: str, broker_id: int = 1) -> None:
+    def __init__(self, work_dir: Path, zookeeper_connect: str, broker_id: int = 1,
+                 overrides: dict[str, str] | None = None) -> None:
         super().__init__()
         self.work_dir, self.broker_id = work_dir, broker_id
+        self.overrides = dict(overrides or {})
         self.port = free_port()
         self.zookeeper_connect = zookeeper_connect
 
@@ -68,6 +70,7 @@ class ZkModeKafka(LoggedProcess):
             "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
             "transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
             "group.initial.rebalance.delay.ms": 0, "zookeeper.session.timeout.ms": 18000,
+            **self.overrides,
         }
         config = self.work_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

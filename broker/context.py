@@ -58,6 +58,14 @@ class RequestContext:
         auth = self.server.authorizer
         return auth is None or auth.authorize(self.principal, self.client_host, op, resource_type, name)
 
+    def authorized_names(self, op: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
+        """AuthHelper.filterByAuthorized: the names (each decided once) the caller may `op`."""
+        unique = set(names)
+        auth = self.server.authorizer
+        if auth is None:
+            return unique
+        return {n for n in unique if auth.authorize(self.principal, self.client_host, op, resource_type, n)}
+
     def authorize_cluster(self, op: AclOperation) -> bool:
         return self.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME)
 

@@ -11,6 +11,9 @@
   answers.
 * Fetch sessions (KIP-227, v7+): see broker.fetch_session; incremental responses carry only
   partitions with news.
+* Authorization (with an authorizer), as KafkaApis.handleFetchRequest: a follower's fetch needs
+  CLUSTER_ACTION on the cluster, a consumer's READ on each topic; the others are answered
+  TOPIC_AUTHORIZATION_FAILED and neither read nor waited for.
 * Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   OFFSET_OUT_OF_RANGE (with log start offset and high watermark filled in),
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future current_leader_epoch.
@@ -51,6 +54,7 @@ from broker.context import RequestContext
 from broker.fetch_session import PartitionRequest
 from broker.replica_selector import NO_PREFERRED_REPLICA, ClientMetadata
 from broker.replication_quota import UNLIMITED
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_response import (
@@ -260,11 +264,12 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     if fctx.error:
         return build_response(ctx, fctx, {})
     params = FetchParams.of(ctx, req)
-    diverging = (rm.record_follower_fetch(req.replica_id, fctx.partitions, ctx.version >= 12, now_ms)
+    denied = unauthorized(ctx, req.replica_id >= 0, fctx.partitions)
+    parts = {k: v for k, v in fctx.partitions.items() if k not in denied} if denied else fctx.partitions
+    diverging = (rm.record_follower_fetch(req.replica_id, parts, ctx.version >= 12, now_ms)
                  if req.replica_id >= 0 else None)
-    results = read_partitions(ctx, req, params, fctx.partitions, diverging)
-    if req.max_wait_ms > 0 and fctx.partitions and not _enough(results, req.min_bytes):
-        parts = fctx.partitions
+    results = read_partitions(ctx, req, params, parts, diverging)
+    if req.max_wait_ms > 0 and parts and not _enough(results, req.min_bytes):
         limit = req.max_bytes if ctx.version >= 3 else 2**31 - 1
         results = await rm.delayed_fetch(
             list(parts), req.max_wait_ms, req.min_bytes, results,
@@ -272,6 +277,10 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                                        diverging),
             lambda: read_partitions(ctx, req, params, parts, diverging),
         )
+    if denied:
+        results = {key: results[key] if key in results else
+                   PartitionResult(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED, records=b"", aborted=[])
+                   for key in fctx.partitions}
     if req.replica_id >= 0 and rm.leader_quota.bound != UNLIMITED:
         _record_throttled_bytes(rm, results)
     if params.client is not None:
@@ -283,6 +292,17 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         log.info("Created fetch session for a follower", replica=req.replica_id, session_id=response.session_id,
                  partitions=len(fctx.partitions))
     return response
+
+
+def unauthorized(ctx: RequestContext, from_follower: bool, parts: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:
+    """KafkaApis.handleFetchRequest's checks: a follower needs CLUSTER_ACTION on the cluster
+    (else every partition is TOPIC_AUTHORIZATION_FAILED), a consumer READ on each topic."""
+    if ctx.server.authorizer is None:
+        return set()
+    if from_follower:
+        return set() if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else set(parts)
+    allowed = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC, (t for t, _ in parts))
+    return {key for key in parts if key[0] not in allowed}
 
 
 def _record_throttled_bytes(rm: Any, results: dict[tuple[str, int], PartitionResult]) -> None:

@@ -5,6 +5,8 @@
   `offsets.topic.num.partitions` partitions). On one node that is this broker.
 * key_type 1 (transaction): the leader of the transactional id's `__transaction_state`
   partition, the topic created on first use (`transaction.state.log.*`), the same way.
+* Authorization (before the internal topic is created): DESCRIBE on the GROUP (else
+  GROUP_AUTHORIZATION_FAILED) or on the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 * Other key types: INVALID_REQUEST. v0 has no key_type (always group).
 * v1+ carry an error message (Kafka sends the error's message, "NONE" on success); v4 batches keys
   in `coordinator_keys` and answers per key in `coordinators`.
@@ -21,6 +23,7 @@ from typing import Any
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, error_info
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.find_coordinator_response import Coordinator
@@ -42,6 +45,10 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     runtime = _runtime(ctx, key_type)  # an empty key is a group too ("" may commit offsets)
     if runtime is None:
         return ErrorCode.INVALID_REQUEST, -1, "", -1
+    if key_type == GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1
+    if key_type == TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "", -1
     if not runtime.ensure_topic():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     cache = ctx.server.metadata_cache

@@ -1,5 +1,6 @@
 """JoinGroup (key 11), versions 0-9: see broker/group/coordinator.py for the protocol.
 
+* Needs READ on the GROUP (else GROUP_AUTHORIZATION_FAILED), as KafkaApis.handleJoinGroupRequest.
 * v0 has no rebalance timeout: the session timeout is used for both.
 * v4+: a member joining with an empty id gets MEMBER_ID_REQUIRED and its new id (KIP-394).
 * v5+ group_instance_id: static membership (KIP-345). A known instance rejoining with an empty
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages import JoinGroupRequest, JoinGroupResponse
 from protocol.messages.join_group_response import JoinGroupResponseMember
 
@@ -20,6 +23,10 @@ from protocol.messages.join_group_response import JoinGroupResponseMember
 @api(11, 0, 9)
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "",
+                                 leader="", skip_assignment=False, member_id="", members=[])
     rebalance_timeout = req.session_timeout_ms if v == 0 else req.rebalance_timeout_ms
     host = str(ctx.connection.peer).rsplit(":", 1)[0]
     result = await ctx.server.group_coordinator.handle_join_group(

@@ -7,9 +7,14 @@
   topics are never auto-created here (FindCoordinator creates them). Auto-creation is bounded as
   CreateTopics is (max.broker.partitions, open files: POLICY_VIOLATION for that topic).
 * v10+ answers topic ids; v12 accepts lookups by id (name null) and answers UNKNOWN_TOPIC_ID.
-* Authorized operations (KIP-430), when asked for: every operation of the resource type, as Kafka
-  answers without an authorizer (broker/authorized_operations.py); topics in v8+ (errored ones
-  too, as Kafka), the cluster in v8-10 only (v11 moved it to DescribeCluster).
+* Authorization (with an authorizer), as KafkaApis.handleTopicMetadataRequest: a topic without
+  DESCRIBE is left out of an all-topics answer and is TOPIC_AUTHORIZATION_FAILED when named
+  (whether it exists is not disclosed; a v12 lookup by id echoes the id only); auto-creating a
+  topic needs CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED). Denied
+  topics come first, as Kafka lists them.
+* Authorized operations (KIP-430), when asked for, from the ACLs (every operation of the type
+  without an authorizer): topics in v8+ (errored ones too, as Kafka; not the denied ones), the
+  cluster in v8-10 only (v11 moved it to DescribeCluster), 0 without DESCRIBE on the cluster.
 * ZooKeeper mode answers from the MetadataCache the controller's UpdateMetadata fills, as Kafka's
   ZkMetadataCache.getTopicMetadata: the live brokers with an endpoint on the listener the client
   connected to; per partition the leader, leader epoch, replicas, ISR and offline replicas, and
@@ -22,9 +27,10 @@
 from __future__ import annotations
 
 from broker.apis.registry import api
-from broker.authorized_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, if_requested
+from broker.authorized_operations import if_requested
 from broker.context import RequestContext
 from broker.partition_limits import check_broker_partitions, open_files
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from controller.image import INTERNAL_TOPICS, MetadataImage, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import MetadataRequest, MetadataResponse
@@ -103,20 +109,39 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     render = (lambda t: zk_topic_response(t, image, listener, v)) if server.zk_mode else topic_response
 
     auto_created: list[MetadataResponseTopic] = []
+    denied: list[MetadataResponseTopic] = []  # Kafka lists them first, create denials before describe
+    denied_create: list[MetadataResponseTopic] = []
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [render(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics)
+        topics = [render(t) for t in sorted(image.topics.values(), key=lambda t: t.name) if t.name in described]
     else:
         topics = []
+        names = [image.topic_by_id(w.topic_id) if w.name is None else w.name for w in req.topics]
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         (n.name if isinstance(n, TopicState) else n for n in names if n is not None))
+        may_create_any = allow_auto and ctx.authorize_cluster(AclOperation.CREATE)
         for wanted in req.topics:
             name = wanted.name
             if name is None:
                 t = image.topic_by_id(wanted.topic_id)
+                if t is not None and t.name not in described:  # the id is echoed, the name not disclosed
+                    denied.append(error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, t.topic_id))
+                    continue
                 topics.append(
                     render(t) if t else error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
                 )
                 continue
+            if name not in described:  # its existence is not disclosed
+                denied.append(error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             t = image.topics.get(name)
             created = False
+            if (t is None and allow_auto and not may_create_any
+                    and not ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+                e = error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                e.is_internal = name in INTERNAL_TOPICS
+                denied_create.append(e)
+                continue
             if t is None and allow_auto and name not in INTERNAL_TOPICS:
                 try:
                     # the same per-broker bounds as CreateTopics (max.broker.partitions, open files)
@@ -145,7 +170,8 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
 
     if v >= 8 and req.include_topic_authorized_operations:
         for t in topics:
-            t.topic_authorized_operations = TOPIC_OPERATIONS
+            t.topic_authorized_operations = ctx.authorized_operations(ResourceType.TOPIC, t.name or "")
+    topics = denied_create + denied + topics
     # durable and hosted first; other Metadata never waits for the disk
     if auto_created and await ctx.committed(auto_created):
         for t in auto_created:  # KAFKA_STORAGE_ERROR (retriable): the client asks again
@@ -168,5 +194,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         controller_id=image.controller_id,
         topics=topics,
         cluster_authorized_operations=if_requested(
-            8 <= v <= 10 and req.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
+            8 <= v <= 10 and req.include_cluster_authorized_operations,
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0),
     )

@@ -11,12 +11,16 @@ answered: OffsetFetch gives the offset committed before them (-1 if none). With 
 require_stable (KIP-447, a read_committed consumer) such a partition is answered
 UNSTABLE_OFFSET_COMMIT (offset -1) instead, and the client retries until the transaction ends.
 With `topics` null the answer lists the committed partitions only, as Kafka's.
+Authorization (KafkaApis.handleOffsetFetchRequest): DESCRIBE on the GROUP (else
+GROUP_AUTHORIZATION_FAILED, per group in v8) and on each TOPIC: a named topic without it is
+TOPIC_AUTHORIZATION_FAILED per partition, and `topics` null leaves it out.
 """
 
 from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode
 from protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from protocol.messages.offset_fetch_response import (
@@ -28,20 +32,33 @@ from protocol.messages.offset_fetch_response import (
 )
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: list | None, require_stable: bool) -> tuple[int, dict, set]:
-    """(group error, offsets, partitions to answer UNSTABLE_OFFSET_COMMIT)."""
+def _fetch(ctx: RequestContext, group_id: str, topics: list | None, require_stable: bool) -> tuple[int, dict, dict]:
+    """(group error, offsets, partitions answered with an error of their own: UNSTABLE_OFFSET_COMMIT,
+    TOPIC_AUTHORIZATION_FAILED)."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {}
     gc = ctx.server.group_coordinator
     tps = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    code, offsets = gc.handle_fetch_offsets(group_id, tps)
-    unstable = gc.pending_offset_partitions(group_id) if require_stable and not code else set()
-    return code, offsets, unstable
+    allowed = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                   (t.name for t in topics) if topics is not None else ())
+    denied = [] if tps is None else [tp for tp in tps if tp[0] not in allowed]
+    code, offsets = gc.handle_fetch_offsets(group_id, None if tps is None else [tp for tp in tps if tp[0] in allowed])
+    errors = dict.fromkeys(gc.pending_offset_partitions(group_id) if require_stable and not code else (),
+                           ErrorCode.UNSTABLE_OFFSET_COMMIT)
+    if tps is None and ctx.server.authorizer is not None:  # every committed topic: the described ones
+        described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, (tp[0] for tp in offsets))
+        offsets = {tp: om for tp, om in offsets.items() if tp[0] in described}
+    elif denied and not code:
+        offsets = {tp: offsets.get(tp) for tp in tps}
+        errors.update(dict.fromkeys(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    return code, offsets, errors
 
 
-def _by_topic(offsets: dict, part_cls: type, error: int = 0, unstable: set | frozenset = frozenset()) -> dict[str, list]:
+def _by_topic(offsets: dict, part_cls: type, error: int = 0, errors: dict | None = None) -> dict[str, list]:
     out: dict[str, list] = {}
     for tp, om in offsets.items():
-        if tp in unstable:
-            om, code = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
+        if errors and tp in errors:
+            om, code = None, errors[tp]
         else:
             code = error
         out.setdefault(tp[0], []).append(
@@ -62,7 +79,7 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
         groups = []
         for g in req.groups:
             code, offsets, unstable = _fetch(ctx, g.group_id, g.topics, req.require_stable)
-            by_topic = _by_topic(offsets, OffsetFetchResponsePartitions, unstable=unstable) if not code else {}
+            by_topic = _by_topic(offsets, OffsetFetchResponsePartitions, errors=unstable) if not code else {}
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -79,7 +96,7 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
         requested = {(t.name, p): None for t in (topics or []) for p in t.partition_indexes}
         by_topic = _by_topic(requested, OffsetFetchResponsePartition, code)
     else:
-        by_topic = _by_topic(offsets, OffsetFetchResponsePartition, unstable=unstable)
+        by_topic = _by_topic(offsets, OffsetFetchResponsePartition, errors=unstable)
     return OffsetFetchResponse(
         throttle_time_ms=0,
         error_code=0,

@@ -12,8 +12,12 @@
   only: a Produce to it gets INVALID_TOPIC_EXCEPTION with no error message and offsets -1, as
   Kafka's ReplicaManager.appendToLocalLog answers, unless its client id is Kafka's admin client
   id `__admin_client` (KafkaApis' internalTopicsAllowed).
-* Before the append, as Kafka's KafkaApis: a request with transactional batches but no
-  transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition; v3+ records
+* Authorization (with an authorizer), as KafkaApis.handleProduceRequest: transactional batches
+  need WRITE on the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
+  partition, as for transactional batches without a transactional id); a topic without WRITE is
+  TOPIC_AUTHORIZATION_FAILED on each of its partitions, before it is looked up. IDEMPOTENT_WRITE
+  is not checked here in 3.9 (InitProducerId does, KIP-679).
+* Before the append, as Kafka's KafkaApis: v3+ records
   must be exactly one batch of magic 2 (ProduceRequest.validateRecords: INVALID_RECORD, or
   CORRUPT_MESSAGE for a length or magic no batch can have), zstd needs v7+.
 * Per-record checks (Kafka's LogValidator: keys on compacted topics, CreateTime timestamps
@@ -40,6 +44,7 @@ from typing import Any
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.replica_manager import ProduceResult
+from broker.security.acl import AclOperation, ResourceType
 from protocol.compression import CODEC_ZSTD
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ProduceRequest, ProduceResponse
@@ -145,16 +150,21 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
         return _error_response(req, ErrorCode.UNSUPPORTED_VERSION)
     if req.acks not in (-1, 0, 1):
         return _error_response(req, ErrorCode.INVALID_REQUIRED_ACKS)
-    if req.transactional_id is None and any(
-        _is_transactional(p.records) for t in req.topic_data for p in t.partition_data
+    if any(_is_transactional(p.records) for t in req.topic_data for p in t.partition_data) and (
+        req.transactional_id is None
+        or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     ):
         return _error_response(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    authorized = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
     rm = ctx.server.replica_manager
     entries = []
     invalid: dict[tuple[str, int], Any] = {}
     for t in req.topic_data:
         for p in t.partition_data:
             tp = (t.name, p.index)
+            if t.name not in authorized:
+                invalid[tp] = ProduceResult(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if tp in rm.partitions:  # an unknown partition is answered by the append
                 try:
                     validate_records(ctx.version, p.records)

@@ -5,19 +5,24 @@ record in `__consumer_offsets`) and answers each member with its own. Members th
 the leader wait. Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS (the
 group went back to PreparingRebalance), INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name that
 do not match the group's), FENCED_INSTANCE_ID (v3+: the static instance now has another member
-id), NOT_COORDINATOR.
+id), NOT_COORDINATOR; GROUP_AUTHORIZATION_FAILED without READ on the GROUP.
 """
 
 from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 
 @api(14, 0, 5)
 async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v5 = ctx.version >= 5
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return SyncGroupResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
     result = await ctx.server.group_coordinator.handle_sync_group(
         group_id=req.group_id,
         generation_id=req.generation_id,

@@ -52,13 +52,13 @@ from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
-from broker.security.acl_store import EmbeddedAclStore, ZkAclStore
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
 from controller.image import BrokerInfo, MetadataImage
-from controller.metadata import EmbeddedController
+from controller.metadata import EmbeddedAclStore, EmbeddedController
+from controller.zk.acl_store import ZkAclStore
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
 from controller.zk.client import ZooKeeperClientError
 from controller.zk.config_manager import ZkConfigManager, ZkConfigRepository

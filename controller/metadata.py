@@ -26,13 +26,12 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from broker.security.acl import AccessControlEntry, ResourcePattern
-from broker.security.acl_store import acls_from_json, acls_to_json
+from broker.security.acl import AccessControlEntry, ResourcePattern, acls_from_json, acls_to_json
 from controller.image import (
     BrokerInfo,
     Listener,
@@ -48,6 +47,7 @@ from storage.errors import StorageError
 log = logging.getLogger("odradek.controller")
 
 METADATA_FILE = "__odradek_metadata.json"
+Entries = frozenset[AccessControlEntry]
 PRODUCER_ID_BLOCK = 1000
 class EmbeddedController:
     """The single node's own controller: owns the metadata image and its file.
@@ -366,6 +366,23 @@ class EmbeddedController:
             self.next_producer_id = producer_id + 1
             self.producer_id_limit = max(self.producer_id_limit, self.next_producer_id)
             self._save()
+
+
+class EmbeddedAclStore:
+    """The single node's ACL store (broker.security.authorizer.AclStore): the ACLs live in the
+    EmbeddedController's metadata file (`acls`, each resource's entries as ZooKeeper holds them),
+    durable once the controller's `committed()` returns, which the ACL handlers await."""
+
+    def __init__(self, controller: EmbeddedController) -> None:
+        self.controller = controller
+
+    async def load(self) -> dict[ResourcePattern, Entries]:
+        return dict(self.controller.acls)
+
+    async def update(self, resource: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
+        new = change(self.controller.acls.get(resource, frozenset()))
+        self.controller.set_acls(resource, new)
+        return new
 
 
 def _new_cluster_id() -> str:

@@ -15,8 +15,10 @@ transaction before it produces to them (Kafka's handleAddPartitionToTxnRequest).
   `results_by_transaction`; internal topics are not refused there. A transaction with
   `verify_only` is checked, not changed: NONE per partition in the transaction,
   TRANSACTION_ABORTABLE per partition not in it, or one error for all (Kafka's
-  handleVerifyPartitionsInTransaction). Kafka authorizes v4+ as CLUSTER_ACTION; there is no
-  authorizer here, as a Kafka without one.
+  handleVerifyPartitionsInTransaction).
+* Authorization: v0-3 need WRITE on the TRANSACTIONAL_ID (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else TOPIC_AUTHORIZATION_FAILED, the
+  others OPERATION_NOT_ATTEMPTED); v4+ CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Iterable
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from controller.image import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -57,10 +60,14 @@ async def _transaction(ctx: RequestContext, transactional_id: str, producer_id: 
                        topics: Iterable[object], verify_only: bool) -> dict[TopicPartition, int]:
     """One transaction's partitions and their answers."""
     partitions = list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))  # type: ignore[attr-defined]
+    if ctx.version < 4 and not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = (ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, (tp[0] for tp in partitions))
+                if ctx.version < 4 else {tp[0] for tp in partitions})
     cache = ctx.server.metadata_cache
     refused: dict[TopicPartition, int] = {}
     for tp in partitions:
-        if ctx.version < 4 and tp[0] in INTERNAL_TOPICS:
+        if tp[0] not in writable or (ctx.version < 4 and tp[0] in INTERNAL_TOPICS):
             refused[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif cache.partition(*tp) is None:
             refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -81,6 +88,9 @@ async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPart
         errors = await _transaction(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                     req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(errors))
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # v4+ come from brokers
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                          results_by_transaction=[])
     results = []
     for txn in req.transactions:
         errors = await _transaction(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,

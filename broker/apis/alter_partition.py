@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from controller.interface import ClusterController
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionRequest, AlterPartitionResponse
@@ -18,6 +19,8 @@ from protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 
 @api(56, 0, 3, zk_only=True)
 async def handle(ctx: RequestContext, req: AlterPartitionRequest) -> Any:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = cast(ClusterController, ctx.server.controller)
     if not controller.is_active_controller:
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)

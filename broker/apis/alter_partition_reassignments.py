@@ -16,6 +16,7 @@ from typing import cast
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from controller.interface import ClusterController
 from protocol.errors import ErrorCode, error_info
 from protocol.messages import (
@@ -30,6 +31,9 @@ from protocol.messages.alter_partition_reassignments_response import (
 
 @api(45, 0, 0, zk_only=True)
 async def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AlterPartitionReassignmentsResponse(error_code=code, error_message=error_info(code).message)
     reassignments: dict[tuple[str, int], list[int] | None] = {
         (t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
         for t in req.topics for p in t.partitions}

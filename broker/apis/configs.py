@@ -16,6 +16,8 @@ v0-1) for topics (resource type 2) and brokers (4).
 * IncrementalAlterConfigs first checks each resource's shape as Kafka's ConfigAdminManager.preprocess
   does (INVALID_REQUEST, nothing changes): a resource named twice, a config key named twice, a
   null value for any operation but DELETE.
+* Authorization (KafkaApis): DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic (else
+  TOPIC_AUTHORIZATION_FAILED) or on the cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 * validate_only checks and changes nothing. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; a broker
   id other than ours: INVALID_REQUEST.
 * ZooKeeper mode, as Kafka's ZkAdminManager / ZkConfigRepository: a topic's overrides are read from
@@ -49,6 +51,7 @@ from broker.config_synonyms import (
 )
 from broker.context import RequestContext
 from broker.dynamic_config import DEFAULT_ENTITY
+from broker.security.acl import AclOperation, ResourceType
 from controller.image import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import (
@@ -64,7 +67,7 @@ from protocol.messages import describe_configs_response as dcr
 from protocol.messages import incremental_alter_configs_response as iacr
 from storage.config import LogConfig, topic_config_kind
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -149,6 +152,16 @@ def _validated(ctx: RequestContext, configs: dict[str, str]) -> dict[str, str]:
     return configs
 
 
+def _authorize(ctx: RequestContext, resource_type: int, name: str, op: AclOperation) -> None:
+    """KafkaApis' config checks: `op` on the topic (TOPIC_AUTHORIZATION_FAILED), or on the cluster
+    for a broker or broker logger (CLUSTER_AUTHORIZATION_FAILED); other types are left to the
+    caller's INVALID_REQUEST."""
+    if resource_type == TOPIC and not ctx.authorize(op, ResourceType.TOPIC, name):
+        raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if resource_type in (BROKER, BROKER_LOGGER) and not ctx.authorize_cluster(op):
+        raise KafkaProtocolError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+
 @api(32, 1, 4)
 async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
@@ -158,6 +171,7 @@ async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> Describe
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name, configs=[]
         )
         try:
+            _authorize(ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
             wanted = None if res.configuration_keys is None else set(res.configuration_keys)
             # (key, value, synonyms, ConfigDef type, read only)
             entries: list[tuple[str, str | None, list[Synonym], str | None, bool]] = []
@@ -237,6 +251,7 @@ async def alter(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRe
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         try:
+            _authorize(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
             configs = {c.name: c.value for c in res.configs if c.value is not None}
             if res.resource_type == TOPIC:
                 _apply_topic(ctx, res.resource_name, configs, req.validate_only)
@@ -282,6 +297,7 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
         )
         try:
             _check_incremental_shape(res, resource_counts)
+            _authorize(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
             if res.resource_type == TOPIC:
                 current = await _topic_overrides(ctx, res.resource_name)
                 effective = LogConfig.from_props(current, _topic_defaults(ctx)).to_props()

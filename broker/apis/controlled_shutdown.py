@@ -14,6 +14,7 @@ from typing import cast
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from controller.interface import ClusterController
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
@@ -22,6 +23,8 @@ from protocol.messages.controlled_shutdown_response import RemainingPartition
 
 @api(7, 0, 3, zk_only=True)
 async def handle(ctx: RequestContext, req: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = cast(ClusterController, ctx.server.controller)
     broker_epoch = req.broker_epoch if ctx.version >= 2 else -1
     try:

@@ -20,6 +20,7 @@ from broker.partition_limits import (
     check_request_partitions,
     open_files,
 )
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from protocol.messages.create_partitions_response import CreatePartitionsTopicResult
@@ -46,6 +47,8 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
                 raise too_many
             if counts[t.name] > 1:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
             topic = ctx.server.metadata_cache.topic(t.name)
             if topic is None:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")

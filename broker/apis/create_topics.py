@@ -27,6 +27,7 @@ from broker.partition_limits import (
     check_request_partitions,
     open_files,
 )
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.create_topics_response import CreatableTopicConfigs, CreatableTopicResult
@@ -46,6 +47,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     too_many = _request_limit_error(req, cfg)
     hosted = len(server.replica_manager.partitions)
     files = open_files()  # once: each topic created below adds what it opens
+    allowed = ({t.name for t in req.topics} if ctx.authorize_cluster(AclOperation.CREATE) else
+               ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in req.topics)))
     for t in req.topics:
         if counts[t.name] > 1 and any(r.name == t.name for r in results):
             continue  # the response is keyed by name: one answer per duplicated name
@@ -55,6 +58,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
                 raise too_many
             if counts[t.name] > 1:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {t.name} in request.")
+            if t.name not in allowed:  # CREATE on the cluster, or on the topic
+                raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             configs = {c.name: c.value for c in t.configs}
             if any(v is None for v in configs.values()):
                 raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs")

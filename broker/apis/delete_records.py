@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from protocol.messages.delete_records_response import (
@@ -29,6 +30,8 @@ async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecord
         for p in t.partitions:
             out = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             try:
+                if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
+                    raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = rm.get_leader_partition(t.name, p.partition_index)
                 log_ = partition.log
                 target = log_.high_watermark if p.offset == -1 else p.offset

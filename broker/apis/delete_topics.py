@@ -17,6 +17,7 @@ from collections import Counter
 from broker.apis._control import not_the_controller
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from controller.image import INTERNAL_TOPICS
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
@@ -74,7 +75,13 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
                 topic = image.topic_by_id(topic_id)
                 if topic is None:
                     raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_ID)
+                if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_ID)  # not disclosed
                 name = result.name = topic.name
+                if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+                    raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif name not in image.topics:
                 raise KafkaProtocolError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if not ctx.server.config["delete.topic.enable"]:

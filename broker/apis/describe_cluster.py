@@ -4,13 +4,15 @@ As Kafka's AuthHelper.computeDescribeClusterResponse: v1 names the endpoint type
 a broker answers only for brokers (1). An unknown type gets UNSUPPORTED_ENDPOINT_TYPE, a
 controller request MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST for either in v0, which cannot carry
 the field anyway), both with the schema's default endpoint type in the answer. Cluster authorized
-operations, when asked for, are every cluster operation (no authorizer)."""
+operations, when asked for, come from the ACLs (0 without DESCRIBE on the cluster; every cluster
+operation without an authorizer)."""
 
 from __future__ import annotations
 
 from broker.apis.registry import api
-from broker.authorized_operations import CLUSTER_OPERATIONS, if_requested
+from broker.authorized_operations import if_requested
 from broker.context import RequestContext
+from broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from controller.image import MetadataImage
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeClusterRequest, DescribeClusterResponse
@@ -47,7 +49,9 @@ async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeCl
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         cluster_authorized_operations=if_requested(
-            req.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
+            req.include_cluster_authorized_operations,
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0),
         brokers=_brokers(ctx, image),
     )
 

@@ -10,6 +10,7 @@ import os
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from protocol.messages import describe_log_dirs_response as r
@@ -17,6 +18,8 @@ from protocol.messages import describe_log_dirs_response as r
 
 @api(35, 1, 4)
 async def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     lm = ctx.server.log_manager
     wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
     results = []

@@ -19,6 +19,7 @@ from typing import Any, cast
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.metadata_cache import MetadataCache
+from broker.security.acl import AclOperation
 from controller.interface import ClusterController
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersRequest, ElectLeadersResponse
@@ -32,6 +33,12 @@ async def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersR
     election_type = ELECTION_TYPES.get(req.election_type if ctx.version >= 1 else 0)
     if election_type is None:
         return ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
+    if not ctx.authorize_cluster(AclOperation.ALTER):  # the error for the request and each partition
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ElectLeadersResponse(error_code=denied, replica_election_results=[
+            ReplicaElectionResult(topic=t.topic, partition_result=[
+                PartitionResult(partition_id=p, error_code=denied, error_message=None) for p in t.partitions])
+            for t in req.topic_partitions or []])
     cache = ctx.server.metadata_cache
     if req.topic_partitions is None:
         partitions = {(t.name, p) for t in cache.topics.values() for p in t.partitions}

@@ -13,12 +13,16 @@ from __future__ import annotations
 from broker.apis.add_partitions_to_txn import fenced_for_version
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from broker.txn.decisions import TransactionResult
+from protocol.errors import ErrorCode
 from protocol.messages import EndTxnRequest, EndTxnResponse
 
 
 @api(26, 0, 4)
 async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = TransactionResult.COMMIT if req.committed else TransactionResult.ABORT
     error = await ctx.server.transaction_coordinator.handle_end_transaction(
         req.transactional_id, req.producer_id, req.producer_epoch, result)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from broker.txn.decisions import ProducerIdAndEpoch
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -40,12 +41,17 @@ async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProduce
         if not given[0]:
             expected = ProducerIdAndEpoch(req.producer_id, req.producer_epoch)
     if req.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         result = await ctx.server.transaction_coordinator.handle_init_producer_id(
             req.transactional_id, req.transaction_timeout_ms, expected)
         error = result.error
         if error == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return _response(error, result.producer_id, result.producer_epoch)
+    if not ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) and not ctx.authorize_by_resource_type(
+            AclOperation.WRITE, ResourceType.TOPIC):  # KIP-679: WRITE on any topic is enough
+        return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = await ctx.server.controller.allocate_producer_id()
     failed = await ctx.committed()  # the id block is durable before the id is used
     if failed is not None:  # not durable: a restart could hand the id out again

@@ -21,6 +21,7 @@ from broker.apis._control import broker_epoch_is_stale
 from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.replica_manager import leader_and_isr_partition_states
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import LeaderAndIsrRequest, LeaderAndIsrResponse
 from protocol.messages.leader_and_isr_response import (
@@ -54,6 +55,8 @@ def error_response(req: LeaderAndIsrRequest, version: int, code: int) -> LeaderA
 
 @api(4, 0, 7, zk_only=True)
 async def handle(ctx: RequestContext, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # the controller's principal needs CLUSTER_ACTION
+        return error_response(req, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker_epoch_is_stale(ctx, req.broker_epoch, "LeaderAndIsr"):
         return error_response(req, ctx.version, ErrorCode.STALE_BROKER_EPOCH)
     result = await ctx.server.replica_manager.become_leader_or_follower(ctx.header.correlation_id, req, ctx.version)

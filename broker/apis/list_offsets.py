@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from protocol.messages.list_offsets_response import (
@@ -66,12 +67,15 @@ async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsRes
         if (t.name, p.partition_index) in seen or seen.add((t.name, p.partition_index))
     }
     sentinels = (EARLIEST, LATEST, MAX_TIMESTAMP) if ctx.version >= 7 else (EARLIEST, LATEST)
+    described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             resp = ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1)
             try:
+                if t.name not in described:  # KafkaApis: DESCRIBE on the topic
+                    raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if (t.name, p.partition_index) in duplicates:
                     raise KafkaProtocolError(ErrorCode.INVALID_REQUEST)
                 if p.timestamp < 0 and p.timestamp not in sentinels:

@@ -13,6 +13,7 @@ from typing import cast
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from controller.interface import ClusterController
 from protocol.errors import ErrorCode, error_info
 from protocol.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
@@ -24,6 +25,9 @@ from protocol.messages.list_partition_reassignments_response import (
 
 @api(46, 0, 0, zk_only=True)
 async def handle(ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return ListPartitionReassignmentsResponse(error_code=code, error_message=error_info(code).message)
     partitions = None if req.topics is None else {
         (t.name, p) for t in req.topics for p in t.partition_indexes}
     controller = cast(ClusterController, ctx.server.controller)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from broker.apis.list_offsets import check_leader_epoch
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from protocol.messages.offset_for_leader_epoch_response import (
@@ -25,12 +26,18 @@ from protocol.messages.offset_for_leader_epoch_response import (
 @api(23, 2, 4)
 async def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     rm = ctx.server.replica_manager
+    # KafkaApis (KIP-320): CLUSTER_ACTION on the cluster (followers), else DESCRIBE on each topic
+    names = [t.topic for t in req.topics]
+    described = (set(names) if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+                 else ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             out = EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
             try:
+                if t.topic not in described:
+                    raise KafkaProtocolError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 part = rm.get_partition(t.topic, p.partition)
                 check_leader_epoch(p.current_leader_epoch, part.leader_epoch)  # before the leadership, as Kafka's
                 if not part.is_leader:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from broker.apis._control import broker_epoch_is_stale
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.replica_manager import stop_replica_partition_states
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import StopReplicaRequest, StopReplicaResponse
 from protocol.messages.stop_replica_response import StopReplicaPartitionError
@@ -22,6 +24,10 @@ from protocol.messages.stop_replica_response import StopReplicaPartitionError
 
 @api(5, 0, 4, zk_only=True)
 async def handle(ctx: RequestContext, req: StopReplicaRequest) -> StopReplicaResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # StopReplicaRequest.getErrorResponse: the error for every partition too
+        return StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, partition_errors=[
+            StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            for t, p in stop_replica_partition_states(req, ctx.version)])
     if broker_epoch_is_stale(ctx, req.broker_epoch, "StopReplica"):
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     results, error = await ctx.server.replica_manager.stop_replicas(ctx.header.correlation_id, req, ctx.version)

@@ -31,6 +31,8 @@ from __future__ import annotations
 from broker.apis.offset_commit import requested_offsets
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
+from protocol.errors import ErrorCode
 from protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponsePartition,
@@ -40,7 +42,15 @@ from protocol.messages.txn_offset_commit_response import (
 
 @api(28, 0, 4)
 async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    errors, offsets = requested_offsets(ctx, req.topics, ctx.version >= 2)
+    denied = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+              if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+              else ErrorCode.GROUP_AUTHORIZATION_FAILED
+              if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id) else None)
+    if denied is not None:  # TxnOffsetCommitRequest.getErrorResponse: the error for every partition
+        errors = {(t.name, p.partition_index): denied for t in req.topics for p in t.partitions}
+        offsets = {}
+    else:
+        errors, offsets = requested_offsets(ctx, req.topics, ctx.version >= 2)
     if offsets:
         v3 = ctx.version >= 3
         errors.update(

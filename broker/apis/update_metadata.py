@@ -20,12 +20,15 @@ from __future__ import annotations
 from broker.apis._control import broker_epoch_is_stale
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
 
 
 @api(6, 0, 8, zk_only=True)
 async def handle(ctx: RequestContext, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker_epoch_is_stale(ctx, req.broker_epoch, "update metadata"):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     try:

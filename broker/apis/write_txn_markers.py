@@ -55,6 +55,7 @@ from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.group.coordinator import GROUP_METADATA_TOPIC
 from broker.replica_manager import ProduceResult
+from broker.security.acl import AclOperation
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from protocol.messages.write_txn_markers_request import WritableTxnMarker
@@ -97,7 +98,11 @@ async def _write_marker(ctx: RequestContext, marker: WritableTxnMarker) -> dict[
 
 @api(27, 0, 1)
 async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    outcomes = await asyncio.gather(*(_write_marker(ctx, m) for m in req.markers))
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):  # the coordinator's principal needs CLUSTER_ACTION: every partition refused
+        outcomes = [{(t.name, i): ErrorCode.CLUSTER_AUTHORIZATION_FAILED for t in m.topics for i in t.partition_indexes}
+                    for m in req.markers]
+    else:
+        outcomes = await asyncio.gather(*(_write_marker(ctx, m) for m in req.markers))
     by_producer: dict[int, dict[TopicPartition, int]] = {}
     for marker, errors in zip(req.markers, outcomes, strict=True):
         by_producer.setdefault(marker.producer_id, {}).update(errors)

@@ -8,8 +8,11 @@ ResourcePatternFilter.matches / AccessControlEntryFilter.matches do (MATCH and A
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -229,3 +232,40 @@ def to_bit_field(ops: list[AclOperation] | tuple[AclOperation, ...]) -> int:
     for op in ops:
         field |= 1 << int(op)
     return field
+
+
+# -- JSON: AclEntry.toJsonCompatibleMap, as ZooKeeper holds it (and the single node's file) ----------
+
+def encode_entries(entries: Iterable[AccessControlEntry]) -> bytes:
+    """AclEntry.toJsonCompatibleMap as Kafka writes it."""
+    acls = [{"principal": e.principal, "permissionType": e.permission_type.pascal,
+             "operation": e.operation.pascal, "host": e.host} for e in sorted(entries)]
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+
+
+def decode_entries(data: bytes | None) -> frozenset[AccessControlEntry]:
+    """AclEntry.fromBytes; empty or null data is no entries."""
+    if not data:
+        return frozenset()
+    js = json.loads(data)
+    return frozenset(
+        AccessControlEntry(a["principal"], a["host"], AclOperation.from_string(a["operation"]),
+                           AclPermissionType.from_string(a["permissionType"]))
+        for a in js.get("acls", []))
+
+
+def acls_to_json(acls: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> list[dict[str, Any]]:
+    """The metadata file's `acls`: one object per resource, entries as in ZooKeeper."""
+    return [{"resource_type": r.resource_type.pascal, "pattern_type": r.pattern_type.name, "name": r.name,
+             **json.loads(encode_entries(entries))} for r, entries in sorted(acls.items())]
+
+
+def acls_from_json(items: list[dict[str, Any]]) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    out: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+    for item in items:
+        resource = ResourcePattern(ResourceType.from_string(item["resource_type"]), item["name"],
+                                   PatternType.from_string(item["pattern_type"]))
+        entries = decode_entries(json.dumps(item).encode())
+        if entries:
+            out[resource] = entries
+    return out

@@ -1,7 +1,6 @@
-"""Where the ACLs are stored: ZooKeeper as Kafka 3.9 stores them, or the single node's metadata file.
-
-ZooKeeper (kafka.zk.ZkData's ZkAclStore / ZkAclChangeStore, AclEntry.toJsonCompatibleMap), so a
-Kafka 3.9 broker and Odradek sharing a ZooKeeper read each other's ACLs:
+"""ACLs in ZooKeeper as Kafka 3.9 stores them (kafka.zk.ZkData's ZkAclStore / ZkAclChangeStore,
+AclEntry.toJsonCompatibleMap), so a Kafka 3.9 broker and Odradek sharing a ZooKeeper read each
+other's ACLs:
 
 * a LITERAL pattern's entries in `/kafka-acl/<Type>/<name>`, a PREFIXED one's in
   `/kafka-acl-extended/prefixed/<Type>/<name>` (Type in PascalCase: Topic, Group, Cluster,
@@ -11,15 +10,11 @@ Kafka 3.9 broker and Odradek sharing a ZooKeeper read each other's ACLs:
 * each change is announced by a persistent sequential `/kafka-acl-changes/acl_changes_<seq>`
   holding `<TYPE>:<name>` (LITERAL) or `/kafka-acl-extended-changes/acl_changes_<seq>` holding
   `{"version":1,"resourceType":"TOPIC","name":"p","patternType":"PREFIXED"}`; every broker
-  watches both (controller.zk.config_manager.ZkNodeChangeNotificationListener, the listener the
-  config overrides use) and re-reads the named resource into its authorizer's cache.
+  watches both (ZkNodeChangeNotificationListener, the listener the config overrides use) and
+  re-reads the named resource into its authorizer's cache.
 
 Writes are conditional on the znode's version and retried on a conflict (AclAuthorizer's
 updateResourceAcls), so two brokers adding to one resource at once both land.
-
-The single node (no ZooKeeper) keeps its ACLs in the metadata file its EmbeddedController writes
-(`acls`, the same JSON per resource); a change is durable once the controller's `committed()`
-returns, which the ACL handlers await before answering, as for topics.
 
 Who may call: the event loop.
 """
@@ -28,25 +23,25 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.security.acl import (
     AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
     PatternType,
     ResourcePattern,
     ResourceType,
+    decode_entries,
+    encode_entries,
 )
 from controller.zk.client import BadVersionError, NodeExistsError, NoNodeError
 from controller.zk.config_manager import ZkNodeChangeNotificationListener
 
 if TYPE_CHECKING:
-    from broker.security.authorizer import AclAuthorizer, Entries
-    from controller.metadata import EmbeddedController
+    from broker.security.authorizer import AclAuthorizer
     from controller.zk.kafka_zk_client import KafkaZkClient
 
+Entries = frozenset[AccessControlEntry]
 log = logging.getLogger("kafka.authorizer.logger")
 
 LITERAL_ACL_PATH = "/kafka-acl"
@@ -55,26 +50,6 @@ LITERAL_CHANGE_PATH = "/kafka-acl-changes"
 EXTENDED_CHANGE_PATH = "/kafka-acl-extended-changes"
 SEQUENCE_PREFIX = "acl_changes_"
 MAX_UPDATE_RETRIES = 10  # AclAuthorizer.maxUpdateRetries
-
-
-# -- codecs ---------------------------------------------------------------------------------------
-
-def encode_entries(entries: Iterable[AccessControlEntry]) -> bytes:
-    """AclEntry.toJsonCompatibleMap as Kafka writes it."""
-    acls = [{"principal": e.principal, "permissionType": e.permission_type.pascal,
-             "operation": e.operation.pascal, "host": e.host} for e in sorted(entries)]
-    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
-
-
-def decode_entries(data: bytes | None) -> frozenset[AccessControlEntry]:
-    """AclEntry.fromBytes; empty or null data is no entries."""
-    if not data:
-        return frozenset()
-    js = json.loads(data)
-    return frozenset(
-        AccessControlEntry(a["principal"], a["host"], AclOperation.from_string(a["operation"]),  # type: ignore[arg-type]
-                           AclPermissionType.from_string(a["permissionType"]))  # type: ignore[arg-type]
-        for a in js.get("acls", []))
 
 
 def resource_path(resource: ResourcePattern) -> str:
@@ -105,6 +80,7 @@ def decode_extended_change(data: bytes) -> ResourcePattern:
         raise ValueError(f"Acl change event received for unsupported version: {js['version']}")
     return ResourcePattern(ResourceType.from_string(js["resourceType"]), js["name"],  # type: ignore[arg-type]
                            PatternType.from_string(js["patternType"]))  # type: ignore[arg-type]
+
 
 
 # -- ZooKeeper ------------------------------------------------------------------------------------
@@ -192,35 +168,3 @@ class ZkAclStore:
         await zk.retry_until_connected(lambda: zk.create(prefix, event, sequential=True, makepath=True))
 
 
-# -- the single node ------------------------------------------------------------------------------
-
-class EmbeddedAclStore:
-    """The single node's ACLs, kept in its EmbeddedController's metadata file."""
-
-    def __init__(self, controller: EmbeddedController) -> None:
-        self.controller = controller
-
-    async def load(self) -> dict[ResourcePattern, Entries]:
-        return dict(self.controller.acls)
-
-    async def update(self, resource: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:
-        new = change(self.controller.acls.get(resource, frozenset()))
-        self.controller.set_acls(resource, new)
-        return new
-
-
-def acls_to_json(acls: dict[ResourcePattern, Entries]) -> list[dict[str, Any]]:
-    """The metadata file's `acls`: one object per resource, entries as in ZooKeeper."""
-    return [{"resource_type": r.resource_type.pascal, "pattern_type": r.pattern_type.name, "name": r.name,
-             **json.loads(encode_entries(entries))} for r, entries in sorted(acls.items())]
-
-
-def acls_from_json(items: list[dict[str, Any]]) -> dict[ResourcePattern, Entries]:
-    out: dict[ResourcePattern, Entries] = {}
-    for item in items:
-        resource = ResourcePattern(ResourceType.from_string(item["resource_type"]), item["name"],  # type: ignore[arg-type]
-                                   PatternType.from_string(item["pattern_type"]))  # type: ignore[arg-type]
-        entries = decode_entries(json.dumps(item).encode())
-        if entries:
-            out[resource] = entries
-    return out

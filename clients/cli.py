@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from clients.acls import acls
 from clients.cluster import cluster
 from clients.configs import configs
 from clients.consume import consume
@@ -108,7 +109,7 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     sys.exit(run(config))
 
 
-for command in (topics, groups, configs, transactions, produce, consume, perf, dump_log, pipeline, cluster):
+for command in (topics, groups, configs, transactions, acls, produce, consume, perf, dump_log, pipeline, cluster):
     main.add_command(command)
 
 if __name__ == "__main__":

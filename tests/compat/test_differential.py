@@ -5,7 +5,9 @@ its reason; an entry that no longer differs fails too, so the list cannot go sta
 
 Both brokers run with the same settings where they matter to the answers: one node with id 1,
 num.partitions=1, auto.create.topics.enable (the default of both), groups that form at once
-(group.initial.rebalance.delay.ms=0) and group.min.session.timeout.ms=200. Kafka alone runs
+(group.initial.rebalance.delay.ms=0), group.min.session.timeout.ms=200, and an authorizer with
+User:ANONYMOUS (the corpus's principal) as super user (StandardAuthorizer on Kafka's KRaft node,
+AclAuthorizer on Odradek: the same ACL semantics). Kafka alone runs
 with transaction.partition.verification.enable=false: Odradek has no KIP-890 verification (a
 transactional produce is not checked with a transaction coordinator, which it does not run yet),
 and the corpus's transactional produces stand for a producer whose coordinator added the
@@ -30,13 +32,20 @@ from tests.compat.reference_kafka import ReferenceKafka
 GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "200"}
 # one broker: __transaction_state with one replica that is enough (the reference's SINGLE_NODE too)
 TRANSACTIONS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
-COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS, **TRANSACTIONS}
+COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS, **TRANSACTIONS,
+          "super.users": "User:ANONYMOUS"}
+# the same ACL semantics on both: Kafka's KRaft node runs StandardAuthorizer (AclAuthorizer needs
+# ZooKeeper), Odradek AclAuthorizer; the corpus's connections are User:ANONYMOUS, a super user, so
+# every other case is allowed as without an authorizer and the ACL APIs answer for real
+KAFKA_AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+ODRADEK_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
     k = ReferenceKafka(tmp_path_factory.mktemp("diff-kafka"),
-                       overrides={**COMMON, "transaction.partition.verification.enable": "false"}).start()
+                       overrides={**COMMON, **KAFKA_AUTHORIZER,
+                                  "transaction.partition.verification.enable": "false"}).start()
     try:
         yield k
     finally:
@@ -45,7 +54,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
 
 @pytest.fixture(scope="module")
 def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    overrides = ["broker.id=1", *(f"{k}={v}" for k, v in COMMON.items())]
+    overrides = ["broker.id=1", *(f"{k}={v}" for k, v in {**COMMON, **ODRADEK_AUTHORIZER}.items())]
     b = BrokerProcess(tmp_path_factory.mktemp("diff-odradek") / "data", overrides=overrides).start()
     try:
         yield b

@@ -5,6 +5,8 @@ CLUSTER_AUTHORIZATION_FAILED for a principal without ALTER/DESCRIBE on the clust
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.broker_process import BrokerProcess
@@ -15,6 +17,7 @@ PRE = "ResourcePattern(resourceType=TOPIC, name=pre, patternType=PREFIXED)"
 G1 = "ResourcePattern(resourceType=GROUP, name=g1, patternType=LITERAL)"
 ALICE_READ = "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"
 BOB_WRITE_DENY = "(principal=User:bob, host=*, operation=WRITE, permissionType=DENY)"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_kafka_acls_add_list_remove_and_restart(tmp_path: Path) -> None:
@@ -61,3 +64,38 @@ def test_without_authorizer_and_without_cluster_permission(tmp_path: Path) -> No
         assert "ClusterAuthorizationException" in p.stdout + p.stderr
     finally:
         secured.stop()
+
+
+def odradek_acls(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "clients.cli", "acls", *args, "-b", bootstrap],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+
+
+def test_odradek_acls_prints_kafka_acls_layout(tmp_path: Path) -> None:
+    """`odradek acls add/list/remove` change what kafka-acls lists and print what it prints."""
+    b = BrokerProcess(tmp_path / "data", overrides=[AUTHORIZER, "super.users=User:ANONYMOUS"]).start()
+    try:
+        ours = odradek_acls(b.bootstrap, "add", "--allow-principal", "User:alice", "--operation", "Read",
+                            "--topic", "t1")
+        assert ours.returncode == 0, ours.stderr
+        assert strip(ours.stdout) == block(T1, ALICE_READ, verb="Adding ACLs for")
+        ours = odradek_acls(b.bootstrap, "add", "--deny-principal", "User:bob", "--operation", "Write",
+                            "--topic", "pre", "--resource-pattern-type", "prefixed")
+        assert ours.returncode == 0, ours.stderr
+        theirs = listing(b.bootstrap)
+        assert set(strip(odradek_acls(b.bootstrap, "list").stdout).split("\n\n")) == set(theirs.split("\n\n")) == {
+            block(T1, ALICE_READ), block(PRE, BOB_WRITE_DENY)}
+        match = odradek_acls(b.bootstrap, "list", "--topic", "pre-x", "--resource-pattern-type", "match")
+        assert strip(match.stdout) == listing(b.bootstrap, "--topic", "pre-x", "--resource-pattern-type", "match")
+        gone = odradek_acls(b.bootstrap, "remove", "--topic", "t1", "--allow-principal", "User:alice",
+                            "--operation", "Read")
+        assert gone.returncode == 0, gone.stderr
+        assert listing(b.bootstrap) == block(PRE, BOB_WRITE_DENY)
+    finally:
+        b.stop()
+    plain = BrokerProcess(tmp_path / "plain").start()
+    try:
+        refused = odradek_acls(plain.bootstrap, "list")
+        assert (refused.returncode, refused.stderr) == (1, "Error: SECURITY_DISABLED: Security features are disabled.\n")
+    finally:
+        plain.stop()

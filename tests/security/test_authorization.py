@@ -114,3 +114,22 @@ def test_acls_govern_real_clients(broker: BrokerProcess) -> None:
     topics = set(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics)
     assert {"pre-x", "pre-denied"} <= topics
     assert "secret" not in topics
+
+
+def test_java_clients_see_kafkas_exceptions(broker: BrokerProcess) -> None:
+    """Kafka 3.9.2's console producer and consumer (the Java clients) name the exceptions Kafka's
+    own brokers make them throw: TopicAuthorizationException, GroupAuthorizationException."""
+    from tests.compat.jvm import run_tool
+
+    p = run_tool("kafka.tools.ConsoleProducer", "--bootstrap-server", broker.bootstrap, "--topic", "secret",
+                 "--sync", "--producer-property", "max.block.ms=15000", input="v\n", check=False)
+    assert "org.apache.kafka.common.errors.TopicAuthorizationException" in p.stdout + p.stderr, p.stderr[-2000:]
+    c = run_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", broker.bootstrap,
+                 "--topic", "pre-x", "--group", "g-denied", "--from-beginning", "--timeout-ms", "15000",
+                 check=False)
+    assert "org.apache.kafka.common.errors.GroupAuthorizationException" in c.stdout + c.stderr, c.stderr[-2000:]
+    assert produce(broker.bootstrap, "pre-x") is None
+    ok = run_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", broker.bootstrap,
+                  "--topic", "pre-x", "--group", "g-ok", "--from-beginning", "--max-messages", "1",
+                  "--timeout-ms", "20000", check=False)
+    assert (ok.stdout, "Processed a total of 1 messages" in ok.stderr) == ("v\n", True), ok.stderr[-2000:]

@@ -65,15 +65,21 @@ def _print_blocks(verb: str, acls: Iterable[Any]) -> None:
         click.echo("")
 
 
-def resource_options(f: Any) -> Any:
-    for decorator in reversed((
-        click.option("--topic", multiple=True, help="Topic (repeatable; '*' for all)."),
-        click.option("--group", multiple=True, help="Consumer group (repeatable; '*' for all)."),
-        click.option("--cluster", is_flag=True, help="The cluster resource."),
-        click.option("--transactional-id", multiple=True, help="Transactional id (repeatable)."),
-    )):
-        f = decorator(f)
-    return f
+def _options(*decorators: Any) -> Any:
+    """One decorator applying `decorators` in the order written (the options' order in --help)."""
+    def apply(f: Any) -> Any:
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+    return apply
+
+
+resource_options = _options(
+    click.option("--topic", multiple=True, help="Topic (repeatable; '*' for all)."),
+    click.option("--group", multiple=True, help="Consumer group (repeatable; '*' for all)."),
+    click.option("--cluster", is_flag=True, help="The cluster resource."),
+    click.option("--transactional-id", multiple=True, help="Transactional id (repeatable)."),
+)
 
 
 @click.group()
@@ -97,7 +103,14 @@ def acls() -> None:
 @click.option("--principal", default=None, help="Only the ACLs of this principal.")
 def list_(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
           transactional_id: tuple[str, ...], resource_pattern_type: str, principal: str | None) -> None:
-    """Show the ACLs of the named resources (all of them when none is named)."""
+    """Show the ACLs of the named resources (all of them when none is named).
+
+    \b
+    Examples:
+      odradek acls list
+      odradek acls list --topic clicks
+      odradek acls list --topic tmp-x --resource-pattern-type match
+    """
     from kafka.admin import (
         ACLFilter,
         ACLOperation,
@@ -133,17 +146,14 @@ def _entries(allow_principal: tuple[str, ...], deny_principal: tuple[str, ...], 
     return out
 
 
-def entry_options(f: Any) -> Any:
-    for decorator in reversed((
-        click.option("--allow-principal", multiple=True, help="Principal to allow (User:name)."),
-        click.option("--deny-principal", multiple=True, help="Principal to deny (User:name)."),
-        click.option("--allow-host", multiple=True, help="Host the allow applies to (default *)."),
-        click.option("--deny-host", multiple=True, help="Host the deny applies to (default *)."),
-        click.option("--operation", multiple=True, type=click.Choice(OPERATIONS, case_sensitive=False),
-                     help="Operation (repeatable; default All)."),
-    )):
-        f = decorator(f)
-    return f
+entry_options = _options(
+    click.option("--allow-principal", multiple=True, help="Principal to allow (User:name)."),
+    click.option("--deny-principal", multiple=True, help="Principal to deny (User:name)."),
+    click.option("--allow-host", multiple=True, help="Host the allow applies to (default *)."),
+    click.option("--deny-host", multiple=True, help="Host the deny applies to (default *)."),
+    click.option("--operation", multiple=True, type=click.Choice(OPERATIONS, case_sensitive=False),
+                 help="Operation (repeatable; default All)."),
+)
 
 
 @acls.command()
@@ -156,7 +166,14 @@ def add(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[s
         transactional_id: tuple[str, ...], allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
         allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
         resource_pattern_type: str) -> None:
-    """Add ACLs: each principal x host x operation on each named resource."""
+    """Add ACLs: each principal x host x operation on each named resource.
+
+    \b
+    Examples:
+      odradek acls add --allow-principal User:alice --operation Read --operation Describe --topic clicks
+      odradek acls add --allow-principal User:alice --operation Read --group billing
+      odradek acls add --deny-principal User:bob --operation Write --topic tmp- --resource-pattern-type prefixed
+    """
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
     from kafka.admin import ACLResourcePatternType as Pattern
 
@@ -185,7 +202,13 @@ def remove(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tupl
            transactional_id: tuple[str, ...], allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
            allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
            resource_pattern_type: str) -> None:
-    """Remove the named resources' ACLs: those of the given principals/operations, or all."""
+    """Remove the named resources' ACLs: those of the given principals/operations, or all.
+
+    \b
+    Examples:
+      odradek acls remove --topic clicks --allow-principal User:alice --operation Read
+      odradek acls remove --topic tmp- --resource-pattern-type prefixed
+    """
     from kafka.admin import (
         ACLFilter,
         ACLOperation,

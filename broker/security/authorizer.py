@@ -195,7 +195,9 @@ class AclAuthorizer:
 
     async def create_acls(self, bindings: list[AclBinding]) -> list[AclError | None]:
         """AclAuthorizer.createAcls: invalid bindings get INVALID_REQUEST "Failed to create
-        ACL"; the valid ones are added per resource, each resource in one store update."""
+        ACL"; the valid ones are added per resource, each resource in one store update, which
+        fails as a whole (UNKNOWN_SERVER_ERROR for each of its bindings) when a principal is not
+        `Type:name` or the store fails."""
         results: list[AclError | None] = [None] * len(bindings)
         by_resource: dict[ResourcePattern, list[int]] = {}
         for i, b in enumerate(bindings):
@@ -208,6 +210,8 @@ class AclAuthorizer:
             for resource, indexes in by_resource.items():
                 new = frozenset(bindings[i].entry for i in indexes)
                 try:
+                    for entry in new:  # AclEntry's principal parse: fails the resource's whole update
+                        parse_principal(entry.principal)
                     await self._update(resource, lambda current, new=new: current | new)
                 except Exception as e:  # the store's failure is this creation's error
                     for i in indexes:
@@ -264,15 +268,11 @@ class AclAuthorizer:
         self.update_cache(resource, await self.store.update(resource, change))
 
 def validate_binding(b: AclBinding) -> str | None:
-    """AclAuthorizer.validateAclBinding (and AclEntry's principal parse): why it cannot be stored."""
+    """AclAuthorizer.validateAclBinding: why it cannot be stored (INVALID_REQUEST)."""
     if b.pattern.is_unknown or b.entry.is_unknown:
         return "ACL binding contains unknown elements"
     if "/" in b.pattern.name:
         return f"ACL binding contains invalid resource name: {b.pattern.name}"
-    try:
-        parse_principal(b.entry.principal)
-    except ValueError as e:
-        return str(e)
     return None
 
 NotifyFn = Callable[[ResourcePattern], Awaitable[None]]

@@ -12,9 +12,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from protocol.errors import ErrorCode
+from protocol.messages import CreateAclsRequest
+from protocol.messages.create_acls_request import AclCreation
 from tests.broker_process import BrokerProcess
 from tests.cluster.processes import IDS, Cluster, cluster_fixture
 from tests.compat.test_zk_znodes import ZkModeKafka
+from tests.raw_client import RawConnection
 from tests.security.acl_tools import AUTHORIZER, acls, block, until_listing
 from tests.zookeeper import ZooKeeperServer
 
@@ -45,6 +49,17 @@ def test_kafka_and_odradek_read_each_others_acls(zookeeper: ZooKeeperServer, tmp
         assert until_listing(ours.bootstrap, block(PRE, BOB_WRITE_DENY)) == block(PRE, BOB_WRITE_DENY)
         acls(ours.bootstrap, "--remove", "--force", "--topic", "pre", "--resource-pattern-type", "prefixed")
         assert until_listing(kafka.bootstrap, "") == ""
+        # AclAuthorizer.createAcls' answers, which the KRaft reference of the differential corpus
+        # does not give: a '/' in the name, a principal without a type (the resource's whole update fails)
+        creations = [AclCreation(resource_type=2, resource_name=name, resource_pattern_type=3, principal=principal,
+                                 host="*", operation=3, permission_type=3)
+                     for name, principal in (("bad", "alice"), ("bad", "User:x"), ("a/b", "User:x"), ("fine", "User:x"))]
+        answers = []
+        for port in (ours.port, kafka.port):
+            with RawConnection(port) as c:
+                answers.append([r.error_code for r in c.call(30, 3, CreateAclsRequest(creations=creations)).results])
+        assert answers[0] == answers[1] == [ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR,
+                                            ErrorCode.INVALID_REQUEST, 0]
     finally:
         ours.stop()
         kafka.stop()

@@ -195,11 +195,13 @@ async def test_create_validates_bindings() -> None:
     auth = AclAuthorizer()
     results = await auth.create_acls([
         AclBinding(res("a/b"), ace(U1, Op.READ)),
-        AclBinding(res("ok"), ace("alice", Op.READ)),
         AclBinding(res("ok"), ace(U1, Op.UNKNOWN)),
         AclBinding(res("ok"), ace(U1, Op.READ)),
+        AclBinding(res("bad"), ace("alice", Op.READ)),  # no principal type: the resource's update fails
+        AclBinding(res("bad"), ace(U1, Op.READ)),
     ])
-    assert [r.code if r else 0 for r in results] == [ErrorCode.INVALID_REQUEST] * 3 + [0]
+    assert [r.code if r else 0 for r in results] == [ErrorCode.INVALID_REQUEST] * 2 + [0] + [
+        ErrorCode.UNKNOWN_SERVER_ERROR] * 2
     assert auth.acls(ANY_FILTER) == [AclBinding(res("ok"), ace(U1, Op.READ))]
 
 

@@ -95,16 +95,33 @@ class AclAuthorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.store = store
         self.cache: dict[ResourcePattern, Entries] = {}
+        # the same entries indexed for decisions: (type, name) of LITERAL patterns, and per type
+        # the PREFIXED names (a decision makes no ResourcePattern objects: it runs per topic per request)
+        self._literal: dict[tuple[int, str], Entries] = {}
+        self._prefixed: dict[int, dict[str, Entries]] = {}
+        self._prefix_lengths: dict[int, tuple[int, ...]] = {}  # per type: the lengths of its prefixes
         self._lock = asyncio.Lock()
 
     # -- the cache ------------------------------------------------------------------------------
 
     def update_cache(self, resource: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
         entries = frozenset(entries)
+        kind = int(resource.resource_type)
+        if resource.pattern_type == PatternType.LITERAL:
+            index: dict = self._literal
+            key: object = (kind, resource.name)
+        elif resource.pattern_type == PatternType.PREFIXED:
+            index, key = self._prefixed.setdefault(kind, {}), resource.name
+        else:
+            index, key = {}, None
         if entries:
             self.cache[resource] = entries
+            index[key] = entries
         else:
             self.cache.pop(resource, None)
+            index.pop(key, None)
+        if resource.pattern_type == PatternType.PREFIXED:
+            self._prefix_lengths[kind] = tuple(sorted({len(n) for n in self._prefixed[kind]}))
 
     async def load(self) -> None:
         """Fill the cache from the store (start-up)."""
@@ -120,15 +137,23 @@ class AclAuthorizer:
     def matching_acls(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         """Every entry that applies to the LITERAL resource `name`: on the name, on the `*`
         wildcard and on each PREFIXED pattern it starts with."""
-        cache = self.cache
+        kind = int(resource_type)
+        literal = self._literal
         out: list[AccessControlEntry] = []
-        for key in (ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL),
-                    ResourcePattern(resource_type, name, PatternType.LITERAL)):
-            out.extend(cache.get(key, ()))
-        for i in range(1, len(name) + 1):
-            entries = cache.get(ResourcePattern(resource_type, name[:i], PatternType.PREFIXED))
-            if entries:
-                out.extend(entries)
+        entries = literal.get((kind, WILDCARD_RESOURCE))
+        if entries:
+            out.extend(entries)
+        entries = literal.get((kind, name))
+        if entries:
+            out.extend(entries)
+        prefixed = self._prefixed.get(kind)
+        if prefixed:
+            for length in self._prefix_lengths[kind]:
+                if length > len(name):
+                    break
+                entries = prefixed.get(name[:length])
+                if entries:
+                    out.extend(entries)
         return out
 
     @staticmethod

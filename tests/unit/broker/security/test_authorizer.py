@@ -264,3 +264,19 @@ def test_names() -> None:
     assert Op.from_string("describe_configs") is Op.DESCRIBE_CONFIGS
     assert ResourceType.from_string("TransactionalId") is ResourceType.TRANSACTIONAL_ID
     assert ResourceType.from_string("nope") is ResourceType.UNKNOWN
+
+
+async def test_prefix_index_follows_additions_and_removals() -> None:
+    """The decision index (prefix lengths per type) changes with the cache: a removed prefix no
+    longer applies, a remaining shorter one still does, a name shorter than every prefix has none."""
+    auth = AclAuthorizer()
+    await add(auth, res("ab", pattern=PRE), ace(U1, Op.READ))
+    await add(auth, res("abcd", pattern=PRE), ace(U1, Op.READ, DENY))
+    assert not auth.authorize(U1, H1, Op.READ, TOPIC, "abcde")
+    assert auth.authorize(U1, H1, Op.READ, TOPIC, "abc")
+    assert not auth.authorize(U1, H1, Op.READ, TOPIC, "a")
+    await auth.delete_acls([AclBindingFilter(ResourcePatternFilter(TOPIC, "abcd", PRE), entry_filter())])
+    assert auth.authorize(U1, H1, Op.READ, TOPIC, "abcde")
+    await auth.delete_acls([AclBindingFilter(ResourcePatternFilter(TOPIC, "ab", PRE), entry_filter())])
+    assert not auth.authorize(U1, H1, Op.READ, TOPIC, "abcde")
+    assert auth.matching_acls(TOPIC, "abcde") == []

@@ -10,6 +10,10 @@ in one request gets one INVALID_REQUEST answer and nothing is created for it, as
 More than `max.request.partitions` new partitions in one request (Kafka: a fixed 10,000) is
 answered POLICY_VIOLATION for every topic; so is a topic that would take this broker past
 `max.broker.partitions` or too close to its open-files limit (broker.partition_limits).
+Authorization (KafkaApis.handleCreateTopicsRequest): CREATE on the cluster or on the topic (else
+TOPIC_AUTHORIZATION_FAILED "Authorization failed."); without DESCRIBE_CONFIGS on the topic the
+answer has topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs, partition count or
+replication factor (-1).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     files = open_files()  # once: each topic created below adds what it opens
     allowed = ({t.name for t in req.topics} if ctx.authorize_cluster(AclOperation.CREATE) else
                ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in req.topics)))
+    describable = ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
         if counts[t.name] > 1 and any(r.name == t.name for r in results):
             continue  # the response is keyed by name: one answer per duplicated name
@@ -116,6 +121,9 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
             result.error_message = e.message
             result.num_partitions = -1
             result.replication_factor = -1
+        if t.name not in describable:  # v5+: configs, partitions and replicas only for DESCRIBE_CONFIGS
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.configs, result.num_partitions, result.replication_factor = [], -1, -1
         results.append(result)
     # durable and hosted before the client is told
     if await ctx.committed(changed := [r for r in results if r.error_code == 0]):

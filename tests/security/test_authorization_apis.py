@@ -68,8 +68,8 @@ def conn(broker: BrokerProcess) -> Iterator[RawConnection]:
 def test_topic_admin_apis(conn: RawConnection) -> None:
     r = conn.call(19, 5, CreateTopicsRequest(topics=[CreatableTopic(name="new", num_partitions=1, replication_factor=1,
                                                                     assignments=[], configs=[])], timeout_ms=5000))
-    assert [(t.name, t.error_code, t.error_message) for t in r.topics] == [
-        ("new", E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")]
+    assert [(t.name, t.error_code, t.error_message, t.topic_config_error_code) for t in r.topics] == [
+        ("new", E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", E.TOPIC_AUTHORIZATION_FAILED)]
     r = conn.call(20, 4, DeleteTopicsRequest(topic_names=["t"], timeout_ms=5000))
     assert [(t.name, t.error_code) for t in r.responses] == [("t", E.TOPIC_AUTHORIZATION_FAILED)]
     r = conn.call(37, 1, CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="t", count=2, assignments=None)],

@@ -2,9 +2,11 @@
 `kafka-transactions.sh describe-producers` and find-hanging read (Kafka 3.9's
 handleDescribeProducersRequest).
 
+* A topic the caller may not READ: TOPIC_AUTHORIZATION_FAILED for each of its partitions,
+  decided before the metadata is looked at (so an unauthorised caller cannot tell whether the
+  topic exists, as Kafka's order of checks).
 * A topic this broker's metadata does not know: UNKNOWN_TOPIC_OR_PARTITION for each of its
-  partitions (no topic-name validation, as Kafka 3.9). Authorisation is allow-everything until
-  ACLs exist (issue #23), so TOPIC_AUTHORIZATION_FAILED is never answered.
+  partitions (no topic-name validation, as Kafka 3.9).
 * A known topic's partition as ReplicaManager.activeProducerState: not hosted here
   NOT_LEADER_OR_FOLLOWER (a partition of the cluster) or UNKNOWN_TOPIC_OR_PARTITION (none),
   on a failed log dir KAFKA_STORAGE_ERROR; hosted, its log's producers, on a follower as on the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from broker.apis.registry import api
 from broker.context import RequestContext
+from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from protocol.messages.describe_producers_response import (
@@ -44,10 +47,13 @@ async def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionRe
 @api(61, 0, 0)
 async def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
     topics = []
+    readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for t in req.topics:
-        if ctx.server.metadata_cache.topic(t.name) is None:
-            partitions = [PartitionResponse(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                          for i in t.partition_indexes]
+        error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name not in readable
+                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if ctx.server.metadata_cache.topic(t.name) is None
+                 else None)
+        if error is not None:
+            partitions = [PartitionResponse(partition_index=i, error_code=error) for i in t.partition_indexes]
         else:
             partitions = [await _partition(ctx, t.name, i) for i in t.partition_indexes]
         topics.append(TopicResponse(name=t.name, partitions=partitions))

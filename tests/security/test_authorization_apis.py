@@ -1,13 +1,16 @@
 """What each API answers a principal the ACLs do not allow, over a real connection (raw requests
 with our codecs, so every error code is seen as sent): User:ANONYMOUS may only DESCRIBE topic
-"t". The ACL is created while User:ANONYMOUS is a super user; the broker then restarts without
-super.users. Each assertion fails if the handler's check is removed (it would answer NONE)."""
+"t". The ACL (and transactional id "tx", whose transaction is left open on "t") is created while
+User:ANONYMOUS is a super user; the broker then restarts without super.users. Each assertion
+fails if the handler's check is removed (it would answer NONE, or list what it must hide)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
 from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Kind
@@ -21,15 +24,19 @@ from protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
+    ListTransactionsRequest,
     MetadataRequest,
     WriteTxnMarkersRequest,
 )
 from protocol.messages.create_partitions_request import CreatePartitionsTopic
 from protocol.messages.create_topics_request import CreatableTopic
 from protocol.messages.describe_configs_request import DescribeConfigsResource
+from protocol.messages.describe_producers_request import TopicRequest
 from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from protocol.messages.metadata_request import MetadataRequestTopic
 from protocol.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
@@ -38,21 +45,27 @@ from tests.raw_client import RawConnection
 from tests.security.acl_tools import AUTHORIZER
 
 DESCRIBE_BIT = 1 << 8
+ONE_NODE_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.num.partitions=3"]
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("authz-apis") / "data"
-    b = BrokerProcess(data, overrides=[AUTHORIZER, "super.users=User:ANONYMOUS"]).start()
+    b = BrokerProcess(data, overrides=[AUTHORIZER, "super.users=User:ANONYMOUS", *ONE_NODE_TXN]).start()
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
         for f in admin.create_acls([AclBinding(Kind.TOPIC, "t", Pattern.LITERAL, "User:ANONYMOUS", "*",
                                                AclOperation.DESCRIBE, AclPermissionType.ALLOW)]).values():
             f.result(30)
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "tx"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("t", b"open")
+        p.flush(30)  # the transaction stays open on t-0
     finally:
         b.stop()
-    b = BrokerProcess(data, port=b.port, overrides=[AUTHORIZER]).start()
+    b = BrokerProcess(data, port=b.port, overrides=[AUTHORIZER, *ONE_NODE_TXN]).start()
     try:
         yield b
     finally:
@@ -125,3 +138,22 @@ def test_every_handler_authorizes() -> None:
                  if h.api_key != 18 and "ctx.authoriz" not in inspect.getsource(sys.modules[h.handle.__module__])
                  and "unauthorized(ctx" not in inspect.getsource(sys.modules[h.handle.__module__])]
     assert unchecked == []
+
+
+def test_transaction_admin_apis(conn: RawConnection) -> None:
+    """DescribeProducers needs READ on the topic (checked before the topic's existence);
+    DescribeTransactions and ListTransactions need DESCRIBE on the transactional id: "tx" exists
+    and is Ongoing, yet is neither described nor listed."""
+    r = conn.call(61, 0, DescribeProducersRequest(topics=[TopicRequest(name="t", partition_indexes=[0]),
+                                                          TopicRequest(name="missing", partition_indexes=[0])]))
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [
+        ("t", E.TOPIC_AUTHORIZATION_FAILED), ("missing", E.TOPIC_AUTHORIZATION_FAILED)]
+    r = conn.call(65, 0, DescribeTransactionsRequest(transactional_ids=["tx"]))
+    assert [(t.transactional_id, t.error_code, t.topics) for t in r.transaction_states] == [
+        ("tx", E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, [])]
+    deadline = time.monotonic() + 30
+    while (r := conn.call(66, 1, ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                                         duration_filter=-1))).error_code:
+        assert r.error_code == E.COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline, r
+        time.sleep(0.05)
+    assert r.transaction_states == []

@@ -143,6 +143,25 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("super.users", "string", None, "AclAuthorizer: principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:broker)."),
     D("allow.everyone.if.no.acl.found", "bool", False, "AclAuthorizer: allow a request on a resource that no ACL applies to."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
+    D("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name -> security protocol (NAME:PROTOCOL,...); PLAINTEXT and SSL are served, SASL_* refused at start."),
+    D("inter.broker.listener.name", "string", None, "The listener other brokers (replica fetchers, the controller, the transaction marker sender) connect to; default: the listener named after security.inter.broker.protocol. Only one of the two may be set."),
+    D("security.inter.broker.protocol", "string", "PLAINTEXT", "The protocol brokers talk to each other with, when inter.broker.listener.name is not set (the listener of that name is used).", _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
+    D("ssl.protocol", "string", "TLSv1.3", "The TLS protocol of the SSL context; the versions actually allowed are ssl.enabled.protocols.", _one_of("TLSv1.3", "TLSv1.2", "TLSv1.1", "TLSv1", "TLS"), "[TLSv1.3, TLSv1.2, TLSv1.1, TLSv1, TLS]"),
+    D("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted on SSL listeners and used by the broker's own TLS connections (the lowest and highest listed bound them).", lambda v: bool(v) and all(p in ("TLSv1.3", "TLSv1.2", "TLSv1.1", "TLSv1") for p in v), "[TLSv1.3, TLSv1.2, TLSv1.1, TLSv1]"),
+    D("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites allowed (Java/IANA names such as TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, or OpenSSL names); empty = OpenSSL's defaults. TLS 1.3 suite names are accepted, but Python's ssl module cannot restrict TLS 1.3 suites: all of OpenSSL's stay enabled."),
+    D("ssl.keystore.type", "string", "JKS", "PKCS12 or PEM. JKS, Kafka's default, is read as PKCS12 when the file is one (as Java does); a real JKS file is refused at start naming PKCS12/PEM.", _one_of("JKS", "PKCS12", "PEM"), "[JKS, PKCS12, PEM]"),
+    D("ssl.keystore.location", "string", None, "The keystore file (PKCS12, or PEM with the private key and the certificate chain). Per listener: listener.name.<listener>.ssl.keystore.location, dynamically updatable per broker (certificate reload)."),
+    D("ssl.keystore.password", "password", None, "Password of a PKCS12 keystore."),
+    D("ssl.key.password", "password", None, "Password of the private key (an encrypted PEM key; a PKCS12 key protected differently from its store)."),
+    D("ssl.keystore.certificate.chain", "password", None, "PEM keystore given inline: the certificate chain (ssl.keystore.type=PEM)."),
+    D("ssl.keystore.key", "password", None, "PEM keystore given inline: the private key, PKCS#8, encrypted with ssl.key.password or not (ssl.keystore.type=PEM)."),
+    D("ssl.truststore.type", "string", "JKS", "PKCS12 or PEM (JKS as for ssl.keystore.type).", _one_of("JKS", "PKCS12", "PEM"), "[JKS, PKCS12, PEM]"),
+    D("ssl.truststore.location", "string", None, "The truststore file: the CA certificates client certificates (and, for the broker's own TLS connections, other brokers' certificates) must chain to."),
+    D("ssl.truststore.password", "password", None, "Password of a PKCS12 truststore."),
+    D("ssl.truststore.certificates", "password", None, "PEM truststore given inline: the trusted certificates (ssl.truststore.type=PEM)."),
+    D("ssl.client.auth", "string", "none", "Client certificates on SSL listeners: required (mTLS: a client without a trusted certificate is refused), requested (checked when sent), none.", _one_of("none", "requested", "required"), "[none, requested, required]"),
+    D("ssl.principal.mapping.rules", "string", "DEFAULT", "How a client certificate's subject (RFC 2253 form) becomes the principal's name: RULE:pattern/replacement/[LU],... then DEFAULT (the whole subject), as Kafka's SslPrincipalMapper."),
+    D("ssl.endpoint.identification.algorithm", "string", "https", "The broker's own TLS connections to other brokers: https checks the peer's certificate names the host connected to; empty disables the check."),
 )
 CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}
 
@@ -154,8 +173,13 @@ ACCEPTED_UNUSED = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "queued.max.requests",
-        "listener.security.protocol.map",
-        "inter.broker.listener.name",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.secure.random.implementation",
+        "ssl.engine.factory.class",
+        "ssl.provider",
+        "ssl.allow.dn.changes",
+        "ssl.allow.san.changes",
     }
 )
 
@@ -268,9 +292,13 @@ def security_protocols(raw_map: Any) -> dict[str, str]:
     return result
 
 
-def check_plaintext_only(key: str, listeners: list[Listener], protocols: Mapping[str, str]) -> None:
-    """Refuse a listener that would speak TLS or SASL: until those exist, serving plain text on
-    a port the operator declared SSL or SASL_* would be a silent downgrade."""
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+LISTENER_PREFIX = "listener.name."
+
+
+def check_served_protocols(key: str, listeners: list[Listener], protocols: Mapping[str, str]) -> None:
+    """Refuse a listener whose protocol is not served: serving plain text on a port the operator
+    declared SASL_* would be a silent downgrade (SASL does not exist yet)."""
     for lst in listeners:
         protocol = protocols.get(lst.name)
         if protocol is None:
@@ -278,12 +306,21 @@ def check_plaintext_only(key: str, listeners: list[Listener], protocols: Mapping
                 f"Invalid value for configuration {key}: no security protocol defined for listener "
                 f"{lst.name} (name it after its protocol or map it in listener.security.protocol.map)"
             )
-        if protocol != "PLAINTEXT":
+        if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(
                 f"Invalid value for configuration {key}: listener {lst} uses security protocol "
-                f"{protocol}, which is not supported yet (no TLS/SASL); Odradek serves PLAINTEXT "
+                f"{protocol}, which is not supported yet (no SASL); Odradek serves PLAINTEXT and SSL "
                 "listeners only"
             )
+
+
+def listener_config(originals: Mapping[str, Any], listener: str, key: str) -> tuple[str, Any]:
+    """The value of `key` for `listener` and the key it came from: Kafka's per-listener override
+    `listener.name.<listener lower case>.<key>` when set, else the broker-wide `key`."""
+    prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{key}"
+    if prefixed in originals:
+        return prefixed, originals[prefixed]
+    return key, originals.get(key)
 
 
 class KafkaConfig:
@@ -306,7 +343,7 @@ class KafkaConfig:
                 continue
             d = CONFIGS.get(key)
             if d is None:
-                if key not in ACCEPTED_UNUSED and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.")):
+                if key not in ACCEPTED_UNUSED and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.", LISTENER_PREFIX)):
                     self.unknown.append(key)
                 continue
             values[key] = parse_value(d, raw)
@@ -328,9 +365,15 @@ class KafkaConfig:
         names = [lst.name for lst in self.listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Invalid value for configuration listeners: each listener name must be unique")
-        protocols = security_protocols(self.originals.get("listener.security.protocol.map"))
-        check_plaintext_only("listeners", self.listeners, protocols)
-        check_plaintext_only("advertised.listeners", self.advertised_listeners, protocols)
+        protocols = self.security_protocols = security_protocols(self.originals.get("listener.security.protocol.map"))
+        check_served_protocols("listeners", self.listeners, protocols)
+        check_served_protocols("advertised.listeners", self.advertised_listeners, protocols)
+        if "inter.broker.listener.name" in self.originals and "security.inter.broker.protocol" in self.originals:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        # Kafka: the listener named by inter.broker.listener.name, else the one named after
+        # security.inter.broker.protocol
+        self.inter_broker_listener_name: str = (
+            (self.values["inter.broker.listener.name"] or self.values["security.inter.broker.protocol"]).upper())
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -448,6 +491,7 @@ __all__ = [
     "ConfigError",
     "KafkaConfig",
     "Listener",
+    "listener_config",
     "load_config",
     "parse_listener",
     "read_properties",

@@ -43,8 +43,10 @@ class RequestContext:
 
     @property
     def principal(self) -> str:
-        """The connection's principal: the one place it is read. PLAINTEXT connections are
-        User:ANONYMOUS, as in Kafka (TLS and SASL principals will be set on the connection)."""
+        """Who sent the request, as Kafka's KafkaPrincipal string, and the one place it is read:
+        `User:ANONYMOUS` on PLAINTEXT and on TLS without a client certificate,
+        `User:<mapped certificate subject>` with one (ssl.principal.mapping.rules), set on the
+        connection when its handshake completes and fixed for its life."""
         return getattr(self.connection, "principal", None) or ANONYMOUS
 
     @property

@@ -24,6 +24,14 @@ them. When the socket is full the rest goes as bounded `pread` chunks through th
 whose write-buffer limits (low-water mark 0) tell us when it is empty again. So a client that
 never reads costs the broker at most one chunk plus the transport's buffer, however much it asked.
 
+TLS connections (SSL listeners) cannot use sendfile: the bytes must be encrypted by the
+transport. Their file regions are read in bounded chunks (STREAM_CHUNK) by `os.pread` in the
+default executor -- a cold segment must not stall the loop -- and each chunk is written through
+the TLS transport when it arrives, the next read starting once the transport drained below its
+high-water mark; the region stays at the head of the outgoing queue meanwhile, so responses still
+leave in order. The connection's principal (`principal`: `User:ANONYMOUS`, or the mapped subject
+of a TLS client certificate, broker.tls.principal) is fixed once the handshake is done.
+
 Malformed frames — a size prefix out of bounds, an undecodable header, an unknown API — are
 logged (rate limited, broker.log_limiter) and the connection is closed; so is a connection whose
 request does not arrive completely within `socket.request.receive.timeout.ms` (slowloris). The
@@ -49,6 +57,7 @@ from broker.context import RequestContext
 from broker.log_limiter import RateLimitedLog
 from broker.memory_pool import MemoryPool
 from broker.purgatory import InlineFuture
+from broker.tls.principal import ANONYMOUS
 from protocol.framing import (
     API_VERSIONS_KEY,
     decode_request_header,
@@ -212,21 +221,49 @@ class KafkaConnection(asyncio.Protocol):
         self.parsing = False
         self.draining = False  # shutting down: requests not yet dispatched are left unread
         self.last_active = time.monotonic()
+        # who the client is (Kafka's KafkaPrincipal as `User:<name>`), for authorization
+        self.principal = ANONYMOUS
+        self.tls = False  # an SSL listener's connection: file regions are read, not sendfile'd
+        self.region_read: asyncio.Future[bytes] | None = None  # TLS: the chunk being read
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport subclasses
         sock = transport.get_extra_info("socket")
+        ssl_object = transport.get_extra_info("ssl_object")
         if sock is not None:
             # as Kafka's SocketServer: a response's last segment must not wait for a delayed ACK
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.sock_fd = sock.fileno()
+            if ssl_object is None:  # under TLS the socket carries ciphertext: no sendfile
+                self.sock_fd = sock.fileno()
         # resume_writing() comes when the buffer is empty, the moment sendfile may go again
         self.transport.set_write_buffer_limits(high=STREAM_CHUNK // 4, low=0)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if ssl_object is not None:
+            self.tls = True
+            self._authenticate(ssl_object)
         self.server.connections.add(self)
+
+    def _authenticate(self, ssl_object: Any) -> None:
+        """The principal of a TLS connection, from its client certificate (asyncio calls
+        connection_made once the handshake is done). A subject no mapping rule applies to
+        closes the connection, as Kafka fails the authentication."""
+        tls = self.server.tls.listeners[self.listener.name] if self.server.tls is not None else None
+        if tls is None:
+            return
+        try:
+            self.principal = tls.principal(ssl_object)
+        except ValueError as e:
+            client_input_log.warning("client certificate not mapped to a principal; closing connection",
+                                     peer=self.peer, listener=self.listener.name, error=str(e))
+            self.closed = True
+            self.transport.close()  # type: ignore[union-attr]
+            return
+        if self.principal != ANONYMOUS:
+            log.info("authenticated TLS client", peer=self.peer, listener=self.listener.name,
+                     principal=self.principal, protocol=ssl_object.version())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -501,6 +538,10 @@ class KafkaConnection(asyncio.Protocol):
             return
         while outgoing and not self.write_paused and not self.closed:
             if type(outgoing[0]) is FileRecords:
+                if self.tls:
+                    if self.region_read is None:
+                        self._read_region_chunk(outgoing[0])
+                    return
                 if not self._send_region(outgoing[0]):
                     return
                 self.unsent -= outgoing.popleft().size
@@ -533,6 +574,36 @@ class KafkaConnection(asyncio.Protocol):
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+
+    def _read_region_chunk(self, region: FileRecords) -> None:
+        """TLS: read the next chunk of `region` in the executor; `_region_chunk_read` writes it."""
+        left = region.size - self.region_sent
+        self.region_read = asyncio.get_running_loop().run_in_executor(
+            None, os.pread, region.fileno(), min(left, STREAM_CHUNK), region.position + self.region_sent)
+        self.region_read.add_done_callback(self._region_chunk_read)
+
+    def _region_chunk_read(self, read: asyncio.Future[bytes]) -> None:
+        self.region_read = None
+        if self.closed or read.cancelled():
+            return
+        outgoing = self.outgoing
+        region = outgoing[0]
+        try:
+            data = read.result()
+            if not data:
+                raise EOFError(f"{region!r} is shorter than when it was read")
+        except (OSError, ValueError, EOFError) as e:
+            log.warning("cannot send fetched records; closing connection", peer=self.peer, error=str(e))
+            self.close()
+            return
+        self.region_sent += len(data)
+        if self.region_sent >= region.size:
+            self.unsent -= outgoing.popleft().size
+            self.region_sent = 0
+        assert self.transport is not None
+        self.transport.write(data)
+        self._pump()
+        self._update_reading()
 
     def _send_region(self, region: FileRecords) -> bool:
         """Send what is left of `region`; False when it must wait for resume_writing()."""

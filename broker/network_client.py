@@ -407,6 +407,9 @@ class NetworkClientConfig:
     max_response_bytes: int = 100 * 1024 * 1024
     # send() waits while more than this is queued in the transport unsent
     write_buffer_high_bytes: int = 256 * 1024
+    # an ssl.SSLContext: the connection speaks TLS (the broker's inter-broker listener is SSL),
+    # verifying the peer's certificate against the host connected to when the context says so
+    ssl_context: Any = None
 
 
 # -- one connection ---------------------------------------------------------------------------
@@ -444,7 +447,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout_ms / 1000):
-                _, conn = await loop.create_connection(lambda: cls(label, config), host, port)
+                _, conn = await loop.create_connection(
+                    lambda: cls(label, config), host, port, ssl=config.ssl_context,
+                    server_hostname=host if config.ssl_context is not None else None)
         except TimeoutError:
             raise ConnectError(f"connection to {label} not established within {timeout_ms:.0f} ms") from None
         except OSError as e:

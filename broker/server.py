@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import resource
 import signal
@@ -44,7 +45,7 @@ import structlog
 from broker import loop_audit
 from broker.apis.registry import load_all
 from broker.background import BackgroundTasks
-from broker.config import KafkaConfig, security_protocols
+from broker.config import ConfigError, KafkaConfig, security_protocols
 from broker.controlled_shutdown import ControlledShutdown
 from broker.dynamic_config import ConfigRepository, dynamic_config_handlers
 from broker.group import GroupCoordinator
@@ -53,10 +54,11 @@ from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
+from broker.tls.listeners import TlsListeners
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
-from controller.image import BrokerInfo, MetadataImage
+from controller.image import BrokerEndpoint, BrokerInfo, MetadataImage
 from controller.metadata import EmbeddedAclStore, EmbeddedController
 from controller.zk.acl_store import ZkAclStore
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
@@ -105,6 +107,7 @@ class BrokerServer:
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.txn_marker_channel_manager: TransactionMarkerChannelManager | None = None
         self.log_cleaner: LogCleaner | None = None
+        self.tls: TlsListeners | None = None  # SSL listeners' contexts; built by bind_listeners
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
@@ -142,7 +145,9 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self.log_manager = await self._load_logs()
         self.controller = EmbeddedController(
-            cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name),
+            cfg.log_dirs[0], BrokerInfo(cfg.broker_id, host, adv.port, listener=adv.name, endpoints=tuple(
+                BrokerEndpoint(a.name, a.host or host, a.port, cfg.security_protocols.get(a.name, "PLAINTEXT"))
+                for a in cfg.advertised_listeners)),
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
         )
         self.metadata_cache = MetadataCache(self.controller.image)
@@ -152,7 +157,7 @@ class BrokerServer:
             self.authorizer = self._make_authorizer(EmbeddedAclStore(self.controller))
             await self.authorizer.load()
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(self, self._inter_broker_client_factory())
         self.controller.add_listener(self.replica_manager.on_metadata_change)
         await self.replica_manager.startup()
         self.group_coordinator = GroupCoordinator(self)
@@ -191,7 +196,7 @@ class BrokerServer:
         await loop.run_in_executor(None, self._store_cluster_id, cluster_id)
         self.metadata_cache = MetadataCache(MetadataImage(cluster_id=cluster_id, controller_id=-1))
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(self, self._inter_broker_client_factory())
         kafka_zk = self.zk_registration.kafka_zk
         # /config overrides applied now and at every change (the logs LeaderAndIsr creates take
         # their topic's /config/topics/<t> through the topic handler)
@@ -209,7 +214,8 @@ class BrokerServer:
                 await self.acl_store.start(self.authorizer)
             except ZooKeeperClientError as e:
                 raise StartupError(f"Reading the ACLs from ZooKeeper failed: {e}") from e
-        self.controller_channel = NetworkClient(NetworkClientConfig(client_id=str(cfg.broker_id)))
+        self.controller_channel = NetworkClient(NetworkClientConfig(
+            client_id=str(cfg.broker_id), ssl_context=self.client_ssl_context(self.inter_broker_listener_name)))
         self.controller = ZkController(
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
             config=KafkaControllerConfig(
@@ -256,7 +262,8 @@ class BrokerServer:
         markers = self.txn_marker_channel_manager = TransactionMarkerChannelManager(
             state_manager, self.metadata_cache,
             NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-txn-marker-sender",
-                                              request_timeout_ms=cfg["request.timeout.ms"])),
+                                              request_timeout_ms=cfg["request.timeout.ms"],
+                                              ssl_context=self.client_ssl_context(listener))),
             inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         self.transaction_coordinator = TransactionCoordinator(
             state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send,
@@ -344,12 +351,18 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         from broker.network import KafkaConnection
 
+        if self.tls is None:
+            try:  # reading the stores is file I/O; a bad one refuses the start, naming its key
+                self.tls = await loop.run_in_executor(None, TlsListeners, self.config)
+            except ConfigError as e:
+                raise StartupError(str(e)) from e
         for listener in self.config.listeners:
             try:
                 server = await loop.create_server(
                     lambda listener=listener: KafkaConnection(self, listener),
                     host=listener.host or None,
                     port=listener.port,
+                    ssl=self.tls.server_context(listener.name),
                     reuse_address=True,
                     backlog=512,
                     start_serving=False,
@@ -528,13 +541,25 @@ class BrokerServer:
             return
         await ControlledShutdown(
             self.zk_registration.kafka_zk, cfg.broker_id, self.broker_epoch, self.inter_broker_listener_name,
+            ssl_context=self.client_ssl_context(self.inter_broker_listener_name),
             max_retries=cfg["controlled.shutdown.max.retries"],
             retry_backoff_ms=cfg["controlled.shutdown.retry.backoff.ms"],
             request_timeout_ms=cfg["request.timeout.ms"]).run()
 
     @property
     def inter_broker_listener_name(self) -> str:
-        return self.config.originals.get("inter.broker.listener.name") or "PLAINTEXT"
+        return self.config.inter_broker_listener_name
+
+    def client_ssl_context(self, listener: str) -> Any:
+        """The SSLContext of the broker's own connections to other brokers' `listener` (None:
+        a PLAINTEXT listener, or no listeners bound: unit tests that start components only)."""
+        return None if self.tls is None else self.tls.client_context(listener)
+
+    def _inter_broker_client_factory(self) -> Any:
+        """The ReplicaManager's connections to other brokers (fetchers, AlterPartition): over
+        TLS when the inter-broker listener is SSL."""
+        ssl_context = self.client_ssl_context(self.inter_broker_listener_name)
+        return lambda config: NetworkClient(dataclasses.replace(config, ssl_context=ssl_context))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro)

@@ -109,6 +109,11 @@ class BrokerInfo:
             return self.host, self.port
         return None
 
+    def address(self, listener: str) -> tuple[str, int]:
+        """A single node's address for a client of `listener`: that listener's endpoint, else
+        the first (a single node answers every client, whatever listener it came in on)."""
+        return self.endpoint(listener) or (self.host, self.port)
+
 
 @dataclass
 class MetadataImage:

@@ -129,6 +129,7 @@ class BrokerProcess(LoggedProcess):
         self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None,
         *, zookeeper_connect: str | None = None, broker_id: int | None = None,
         host: str = "127.0.0.1", prefix: Iterable[str] = (), serve_args: Iterable[str] = (),
+        listeners: str | None = None,
     ) -> None:
         """`zookeeper_connect` starts a ZooKeeper-mode broker of that cluster (with `broker_id`);
         without it, a single node. `host` is the listener's address and `prefix` goes before the
@@ -145,6 +146,8 @@ class BrokerProcess(LoggedProcess):
             self.overrides.append(f"broker.id={broker_id}")
         self.env = dict(env or {})  # extra environment variables of the broker process
         self.serve_args = list(serve_args)  # more `odradek serve` options (e.g. --config-env)
+        # the listeners (default: one PLAINTEXT listener on host:port); port stays that of PLAINTEXT
+        self.listeners = listeners or f"PLAINTEXT://{self.host}:{self.port}"
 
     @property
     def bootstrap(self) -> str:
@@ -153,7 +156,7 @@ class BrokerProcess(LoggedProcess):
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         cmd = [
             *self.prefix, sys.executable, "-m", "clients.cli", "serve",
-            "--listeners", f"PLAINTEXT://{self.host}:{self.port}",
+            "--listeners", self.listeners,
             "--log-dirs", str(self.log_dir), *self.serve_args,
         ]
         for o in self.overrides:

@@ -61,7 +61,8 @@ def _brokers(ctx: RequestContext, image: MetadataImage) -> list[DescribeClusterB
     connected to, brokers without one left out (Kafka's getAliveBrokerNodes(listenerName))."""
     ordered = sorted(image.brokers.values(), key=lambda b: b.broker_id)
     if not ctx.server.zk_mode:
-        return [DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack) for b in ordered]
+        return [DescribeClusterBroker(broker_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
+                for b in ordered if (ep := b.address(ctx.connection.listener.name))]
     listener = ctx.connection.listener.name
     return [DescribeClusterBroker(broker_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
             for b in ordered if (ep := b.endpoint(listener)) is not None]

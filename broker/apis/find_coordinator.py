@@ -65,7 +65,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
     node = cache.brokers.get(leader)
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return ErrorCode.NONE, node.broker_id, node.host, node.port
+    host, port = node.address(ctx.connection.listener.name)
+    return ErrorCode.NONE, node.broker_id, host, port
 
 
 async def _hosted(ctx: RequestContext, keys: list[str], key_type: int) -> bool:

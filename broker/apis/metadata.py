@@ -183,9 +183,10 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if (ep := b.endpoint(listener)) is not None
         ]
     else:
-        brokers = [
-            MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+        brokers = [  # a single node: its address on the client's listener
+            MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack)
             for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+            if (ep := b.address(listener))
         ]
     return MetadataResponse(
         throttle_time_ms=0,

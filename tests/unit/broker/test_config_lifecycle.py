@@ -23,16 +23,18 @@ def test_listener_ports_0_and_65535_accepted() -> None:
     assert parse_listener("PLAINTEXT://h:65535").port == 65535
 
 
-@pytest.mark.parametrize("uri", ["SSL://:9093", "SASL_PLAINTEXT://:9094", "SASL_SSL://:9095"])
-def test_tls_and_sasl_listeners_refused_until_they_exist(uri: str) -> None:
-    with pytest.raises(ConfigError, match=r"PLAINTEXT.*only|not supported") as e:
+@pytest.mark.parametrize("uri", ["SASL_PLAINTEXT://:9094", "SASL_SSL://:9095"])
+def test_sasl_listeners_refused_until_they_exist(uri: str) -> None:
+    with pytest.raises(ConfigError, match=r"PLAINTEXT and SSL.*only|not supported") as e:
         KafkaConfig({"listeners": f"PLAINTEXT://:9092,{uri}"})
     assert uri.split(":")[0] in str(e.value)
 
 
-def test_listener_name_mapped_to_ssl_refused_and_to_plaintext_accepted() -> None:
-    with pytest.raises(ConfigError, match="SSL"):
-        KafkaConfig({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SSL"})
+def test_listener_names_mapped_to_ssl_and_plaintext_accepted_to_sasl_refused() -> None:
+    with pytest.raises(ConfigError, match="SASL_SSL"):
+        KafkaConfig({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_SSL"})
+    assert KafkaConfig({"listeners": "CLIENT://:9092,SSL://:9093",
+                        "listener.security.protocol.map": "CLIENT:SSL,SSL:SSL"}).security_protocols["CLIENT"] == "SSL"
     c = KafkaConfig({"listeners": "CLIENT://:9092,INTERNAL://:9093",
                      "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT"})
     assert [lst.name for lst in c.listeners] == ["CLIENT", "INTERNAL"]

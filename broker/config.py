@@ -12,6 +12,7 @@ listed in `ACCEPTED_UNUSED` (thread-pool sizes and the like have no meaning on a
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -314,6 +315,17 @@ def check_served_protocols(key: str, listeners: list[Listener], protocols: Mappi
             )
 
 
+def config_def(key: str) -> ConfigDef | None:
+    """The definition of `key`, a listener-prefixed SSL key (`listener.name.<l>.ssl.*`) included
+    (its base key's, under the prefixed name); None if unknown."""
+    d = CONFIGS.get(key)
+    if d is None and key.startswith(LISTENER_PREFIX):
+        base = key[len(LISTENER_PREFIX):].partition(".")[2]
+        if base.startswith("ssl.") and base in CONFIGS:
+            d = dataclasses.replace(CONFIGS[base], key=key)
+    return d
+
+
 def listener_config(originals: Mapping[str, Any], listener: str, key: str) -> tuple[str, Any]:
     """The value of `key` for `listener` and the key it came from: Kafka's per-listener override
     `listener.name.<listener lower case>.<key>` when set, else the broker-wide `key`."""
@@ -491,6 +503,7 @@ __all__ = [
     "ConfigError",
     "KafkaConfig",
     "Listener",
+    "config_def",
     "listener_config",
     "load_config",
     "parse_listener",

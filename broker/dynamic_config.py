@@ -18,7 +18,9 @@ every /config/changes notification, each time with the entity's whole override s
   become the log defaults: of logs created from now on and of every log, under its topic's own
   overrides (DynamicLogConfig.updateLogsConfig). `leader.replication.throttled.rate` and
   `follower.replication.throttled.rate` bound the ReplicaManager's replication throttles
-  (BrokerConfigHandler's quotaManagers.leader/follower.updateQuota). Other dynamic broker keys are stored and
+  (BrokerConfigHandler's quotaManagers.leader/follower.updateQuota). The SSL listeners reload
+  their keystore and truststore when `listener.name.<l>.ssl.keystore.*` / `ssl.truststore.*`
+  (or the unprefixed keys) change (broker.tls.listeners). Other dynamic broker keys are stored and
   described but not applied while the broker runs (Kafka reconfigures thread pools, listeners
   and the cleaner; Odradek has no thread pools and reads those keys at start-up only). A key
   with an invalid value is left out with a warning (DynamicBrokerConfig.removeInvalidConfigs).
@@ -107,8 +109,11 @@ class BrokerConfigHandler:
     """See the module docstring."""
 
     def __init__(self, config: KafkaConfig, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
-                 topics: TopicConfigHandler) -> None:
+                 topics: TopicConfigHandler,
+                 reconfigurables: tuple[Callable[[Mapping[str, Any]], Awaitable[None]], ...] = ()) -> None:
         self.config = config
+        # told the broker's whole config at each change (the SSL listeners' certificate reload)
+        self.reconfigurables = reconfigurables
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self.topics = topics
@@ -127,6 +132,8 @@ class BrokerConfigHandler:
         except ConfigError as e:
             log.error("Dynamic broker configs of %s not applied: %s", entity, e)
             return
+        for reconfigure in self.reconfigurables:
+            await reconfigure(current.originals)
         rm = self.replica_manager
         dynamic = {**self.default_configs, **self.broker_configs}  # Kafka: the rates from dynamic configs only
         for quota in (rm.leader_quota, rm.follower_quota):
@@ -166,7 +173,9 @@ class IgnoredConfigHandler:
 
 
 def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
-                            repository: ConfigRepository) -> dict[str, Any]:
+                            repository: ConfigRepository,
+                            reconfigurables: tuple[Callable[[Mapping[str, Any]], Awaitable[None]], ...] = (),
+                            ) -> dict[str, Any]:
     """The ZkConfigManager's handlers by entity type (KafkaServer's dynamicConfigHandlers); the
     ReplicaManager's new logs take their topic's overrides through the topic handler."""
     topics = TopicConfigHandler(replica_manager, repository.topic_config)
@@ -175,7 +184,7 @@ def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, 
         "topics": topics,
         "clients": IgnoredConfigHandler("clients"),
         "users": IgnoredConfigHandler("users"),
-        "brokers": BrokerConfigHandler(config, metadata_cache, replica_manager, topics),
+        "brokers": BrokerConfigHandler(config, metadata_cache, replica_manager, topics, reconfigurables),
         "ips": IgnoredConfigHandler("ips"),
     }
 

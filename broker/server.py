@@ -202,7 +202,8 @@ class BrokerServer:
         # their topic's /config/topics/<t> through the topic handler)
         self.config_repository = ZkConfigRepository(kafka_zk)
         self.config_manager = ZkConfigManager(kafka_zk, dynamic_config_handlers(
-            cfg, self.metadata_cache, self.replica_manager, self.config_repository))
+            cfg, self.metadata_cache, self.replica_manager, self.config_repository,
+            (self.tls.reconfigure,) if self.tls is not None else ()))
         try:
             await self.config_manager.startup()
         except ZooKeeperClientError as e:

@@ -38,9 +38,17 @@ from collections import Counter
 from typing import Any
 
 from broker.apis.registry import api
-from broker.config import CONFIGS, DEFINITIONS, ConfigError, parse_value
+from broker.config import (
+    CONFIGS,
+    DEFINITIONS,
+    LISTENER_PREFIX,
+    ConfigError,
+    config_def,
+    parse_value,
+)
 from broker.config_synonyms import (
     CONFIG_TYPES,
+    DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     TOPIC_SYNONYMS,
     UNKNOWN_TYPE,
@@ -201,16 +209,21 @@ async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> Describe
                     if dynamic is not None:
                         value = dynamic
                     entries.append((key, _text(value), synonyms, CONFIGS[key].type, dynamic is None))
+                for key, value in sorted(sources.dynamic.items()):  # listener.name.<l>.ssl.* of this broker
+                    if key not in CONFIGS and (d := config_def(key)) is not None:
+                        entries.append((key, value, [Synonym(key, value, DYNAMIC_BROKER_CONFIG)], d.type, False))
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             for key, value, synonyms, kind, read_only in entries:
                 if wanted is not None and key not in wanted:
                     continue
+                sensitive = kind == "password"  # described without its value, as Kafka does
                 result.configs.append(
                     dcr.DescribeConfigsResourceResult(
-                        name=key, value=value, read_only=read_only,
-                        config_source=source_of(synonyms), is_sensitive=False,
-                        synonyms=[dcr.DescribeConfigsSynonym(name=s.name, value=s.value, source=s.source)
+                        name=key, value=None if sensitive else value, read_only=read_only,
+                        config_source=source_of(synonyms), is_sensitive=sensitive,
+                        synonyms=[dcr.DescribeConfigsSynonym(name=s.name, value=None if sensitive else s.value,
+                                                             source=s.source)
                                   for s in synonyms] if req.include_synonyms else [],
                         config_type=CONFIG_TYPES.get(kind or "", UNKNOWN_TYPE),
                         documentation=_documentation(key, res.resource_type) if req.include_documentation else None,
@@ -229,16 +242,37 @@ def _apply_topic(ctx: RequestContext, name: str, configs: dict[str, str], valida
         ctx.server.controller.set_topic_configs(name, configs)
 
 
-def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
+# Kafka's DynamicBrokerConfig.PerBrokerConfigs among the SSL keys: a broker's own stores
+_PER_BROKER_SSL = ("ssl.keystore.", "ssl.key.password", "ssl.truststore.")
+
+
+async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
     _check_broker(ctx, name)
     for key, value in configs.items():
-        d = CONFIGS.get(key)
+        d = config_def(key)
         if d is None:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Unknown broker config {key}")
         try:
             parse_value(d, value)
         except ConfigError as e:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        base = key[len(LISTENER_PREFIX):].partition(".")[2] if key.startswith(LISTENER_PREFIX) else key
+        if base.startswith(_PER_BROKER_SSL) and name == "":
+            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
+                                     f"level, broker id must be specified: {key}")
+        if d.type == "password" and key not in ctx.server.metadata_cache.broker_configs:
+            # Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Odradek
+            # does not have: they stay in server.properties
+            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Password config {key} cannot be set dynamically: "
+                                     "Odradek has no password.encoder.secret; set it in server.properties")
+    tls = ctx.server.tls
+    if name != "" and tls is not None:
+        # the new stores must load before they are stored (Kafka validates the SslFactory)
+        try:
+            await tls.validate({**ctx.server.config.originals, **configs})
+        except ConfigError as e:
+            raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, f"Validation of dynamic config update of "
+                                     f"SSLFactory failed: {e}") from None
     if not validate_only:
         ctx.server.controller.set_broker_configs(configs, cluster_default=name == "")
 
@@ -256,7 +290,7 @@ async def alter(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRe
             if res.resource_type == TOPIC:
                 _apply_topic(ctx, res.resource_name, configs, req.validate_only)
             elif res.resource_type == BROKER:
-                _apply_broker(ctx, res.resource_name, configs, req.validate_only)
+                await _apply_broker(ctx, res.resource_name, configs, req.validate_only)
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
         except KafkaProtocolError as e:
@@ -327,7 +361,7 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
             if res.resource_type == TOPIC:
                 _apply_topic(ctx, res.resource_name, current, req.validate_only)
             else:
-                _apply_broker(ctx, res.resource_name, current, req.validate_only)
+                await _apply_broker(ctx, res.resource_name, current, req.validate_only)
         except KafkaProtocolError as e:
             out.error_code, out.error_message = e.code, e.message
         responses.append(out)

@@ -105,12 +105,13 @@ def _install_truststore(ctx: ssl.SSLContext, s: SslSettings, purpose: ssl.Purpos
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
-def server_context(s: SslSettings) -> ssl.SSLContext:
-    """The context of an SSL listener: its keystore, and with `ssl.client.auth` requested or
-    required, the truststore client certificates are verified against."""
+def server_context(s: SslSettings, store: KeyStore | None = None) -> ssl.SSLContext:
+    """The context of an SSL listener: its keystore (`store`, loaded from `s` if not given), and
+    with `ssl.client.auth` requested or required, the truststore client certificates are
+    verified against."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _common(ctx, s)
-    install_keystore(ctx, load_keystore(s))
+    install_keystore(ctx, store if store is not None else load_keystore(s))
     ctx.verify_mode = _CLIENT_AUTH[s["ssl.client.auth"]]
     if ctx.verify_mode != ssl.CERT_NONE:
         _install_truststore(ctx, s, ssl.Purpose.CLIENT_AUTH)

@@ -8,7 +8,9 @@ which moves the connection being accepted onto the listener's current context. A
 a whole new context in an executor (reading stores is file I/O, and a bad store must change
 nothing) and makes it current: handshakes from then on present the new certificate; connections
 already established keep theirs, as Kafka's do. `ssl.client.auth` stays what the listener
-started with (OpenSSL keeps the accepting context's verify mode).
+started with (OpenSSL keeps the accepting context's verify mode). As Kafka with its defaults
+`ssl.allow.dn.changes` / `ssl.allow.san.changes` false, the new certificate must have the same
+subject and subject alternative names as the one it replaces.
 
 Who may call: the event loop (`reconfigure` awaits the executor).
 """
@@ -21,10 +23,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from cryptography import x509
 
 from broker.config import ConfigError
 from broker.tls.contexts import client_context, server_context
-from broker.tls.keystores import SslSettings
+from broker.tls.keystores import SslSettings, load_keystore
 from broker.tls.principal import ANONYMOUS, SslPrincipalMapper, principal_of_certificate
 
 if TYPE_CHECKING:
@@ -51,7 +54,9 @@ class ListenerTls:
         except ValueError as e:
             raise ConfigError(f"Invalid value {settings['ssl.principal.mapping.rules']!r} for configuration "
                               f"{settings.name('ssl.principal.mapping.rules')}: {e}") from None
-        self.context = server_context(settings)  # the one asyncio's server holds
+        store = load_keystore(settings)
+        self.leaf = store.chain[0]
+        self.context = server_context(settings, store)  # the one asyncio's server holds
         self.current = self.context
         self.context.sni_callback = self._select_context
 
@@ -67,14 +72,31 @@ class ListenerTls:
             return ANONYMOUS
         return principal_of_certificate(der, self.mapper)
 
+    def changed(self, settings: SslSettings) -> list[str]:
+        return [k for k in RELOADABLE if settings[k] != self.settings[k]]
+
+    def build(self, settings: SslSettings) -> tuple[ssl.SSLContext, x509.Certificate]:
+        """A context for `settings` and its certificate, or ConfigError (blocking: file I/O)."""
+        store = load_keystore(settings)
+        leaf = store.chain[0]
+        if leaf.subject != self.leaf.subject:
+            raise ConfigError(f"Keystore DistinguishedName does not match: existing={self.leaf.subject.rfc4514_string()}, "
+                              f"new={leaf.subject.rfc4514_string()} ({settings.name('ssl.keystore.location')}; "
+                              "ssl.allow.dn.changes is false)")
+        if _sans(leaf) != _sans(self.leaf):
+            raise ConfigError(f"Keystore SubjectAltNames do not match: existing={_sans(self.leaf)}, "
+                              f"new={_sans(leaf)} ({settings.name('ssl.keystore.location')}; "
+                              "ssl.allow.san.changes is false)")
+        return server_context(settings, store), leaf
+
     async def reconfigure(self, settings: SslSettings) -> bool:
         """Make new handshakes use `settings`' stores when they changed; True if reloaded.
         ConfigError (nothing changed) when the new stores cannot be used."""
-        changed = [k for k in RELOADABLE if settings[k] != self.settings[k]]
+        changed = self.changed(settings)
         if not changed:
             return False
-        context = await asyncio.get_running_loop().run_in_executor(None, server_context, settings)
-        self.current = context
+        context, leaf = await asyncio.get_running_loop().run_in_executor(None, self.build, settings)
+        self.current, self.leaf = context, leaf
         self.settings = settings
         log.info("reloaded the listener's keystore and truststore; new connections use them",
                  listener=settings.listener, changed=[settings.name(k) for k in changed])
@@ -109,6 +131,15 @@ class TlsListeners:
             self._client_contexts[listener] = ctx
         return self._client_contexts[listener]
 
+    async def validate(self, originals: Mapping[str, Any]) -> None:
+        """ConfigError if a listener's changed stores in `originals` cannot be used (an
+        AlterConfigs is refused before it is stored)."""
+        loop = asyncio.get_running_loop()
+        for name, tls in self.listeners.items():
+            settings = SslSettings.of(originals, name)
+            if tls.changed(settings):
+                await loop.run_in_executor(None, tls.build, settings)
+
     async def reconfigure(self, originals: Mapping[str, Any]) -> None:
         """Dynamic broker configs changed: reload each listener whose stores changed. A store
         that cannot be used is logged and the listener keeps its certificate."""
@@ -118,3 +149,11 @@ class TlsListeners:
             except (ConfigError, ssl.SSLError, OSError) as e:
                 log.error("the listener keeps its certificate: the new keystore or truststore cannot be used",
                           listener=name, error=str(e))
+
+
+def _sans(cert: x509.Certificate) -> list[str]:
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return sorted(str(n.value) for n in names)

@@ -34,6 +34,8 @@ BENCHES = {
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),
+    "tls": ("TLS side by side with Apache Kafka 3.9: SSL throughput and broker CPU per record, and the cost of "
+            "TLS over PLAINTEXT", "tests.bench.bench_tls"),
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
     "cluster": ("ZooKeeper cluster (control plane): controller failover, leader election, topic creation, "
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),

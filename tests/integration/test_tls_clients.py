@@ -30,6 +30,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer
 
+TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 MAPPING = "RULE:^CN=([a-z0-9]+),OU=([a-z]+),.*$/$1@$2/U,DEFAULT"
@@ -187,12 +188,16 @@ def test_kcat_over_ssl(tls: TlsBroker) -> None:
 
 
 def test_java_console_producer_and_consumer_over_ssl(tls: TlsBroker, tmp_path: Path) -> None:
-    """Kafka 3.9's tools with --command-config: security.protocol=SSL and a PKCS12 truststore
-    made by keytool; Java verifies the broker's SAN (ssl.endpoint.identification.algorithm=https)."""
-    create_topic(tls, "tls-java")
+    """Kafka 3.9's tools over SSL with a client config file (security.protocol=SSL, a PKCS12
+    truststore made by keytool; Java verifies the broker's SAN, ssl.endpoint.identification.algorithm
+    =https): kafka-topics with --command-config creates the topic, the console producer and
+    consumer (which take it as --producer.config / --consumer.config in 3.9) write and read it."""
     config = tmp_path / "client-ssl.properties"
     config.write_text(f"security.protocol=SSL\nssl.truststore.type=PKCS12\n"
                       f"ssl.truststore.location={tls.ca.java_truststore()}\nssl.truststore.password={PASSWORD}\n")
+    out = run_tool(TOPICS, "--bootstrap-server", tls.ssl, "--command-config", str(config), "--create",
+                   "--topic", "tls-java", "--partitions", "1", "--replication-factor", "1").stdout
+    assert out.strip() == "Created topic tls-java."
     lines = [f"java-{i}" for i in range(20)]
     run_tool(CONSOLE_PRODUCER, "--bootstrap-server", tls.ssl, "--topic", "tls-java", "--sync",
              "--producer.config", str(config), input="\n".join(lines) + "\n")

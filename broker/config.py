@@ -386,6 +386,13 @@ class KafkaConfig:
         # security.inter.broker.protocol
         self.inter_broker_listener_name: str = (
             (self.values["inter.broker.listener.name"] or self.values["security.inter.broker.protocol"]).upper())
+        if self.values["zookeeper.connect"] and self.inter_broker_listener_name not in {
+                a.name for a in self.advertised_listeners}:
+            # other brokers would find no endpoint to replicate from (a single node has none)
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
+                f"options based on currently configured listeners are "
+                f"{','.join(a.name for a in self.advertised_listeners)}")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -185,3 +185,6 @@ def test_protocol_settings_refused() -> None:
     assert KafkaConfig({"security.inter.broker.protocol": "SSL", "listeners": "SSL://:0"}).inter_broker_listener_name == "SSL"
     with pytest.raises(ConfigError, match=r"ssl\.client\.auth"):
         KafkaConfig({"ssl.client.auth": "maybe"})
+    with pytest.raises(ConfigError, match=r"inter\.broker\.listener\.name must be a listener name defined in "
+                                          r"advertised\.listeners\. The valid options .* are PLAINTEXT"):
+        KafkaConfig({"zookeeper.connect": "zk:2181", "security.inter.broker.protocol": "SSL"})

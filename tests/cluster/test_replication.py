@@ -76,6 +76,12 @@ async def test_acks_all_records_survive_the_leaders_kill(cluster):
     acked = await asyncio.to_thread(produce_acks_all, cluster.brokers[cid].bootstrap, "rf3", values)
     assert sorted(acked) == values
     # every partition's high watermark reached its log end: the ISR (all three) has everything
+    await kill_a_leader_and_read_back(cluster, cid, acked)
+
+
+async def kill_a_leader_and_read_back(cluster: Cluster, cid: int, acked: dict[bytes, tuple[int, int]]) -> None:
+    """kill -9 a broker other than the controller `cid` (it leads rf3 partitions): new leaders
+    from the ISR, and every acks=all record read back at the offset it was acknowledged at."""
     victim = next(i for i in IDS if i != cid)
     cluster.brokers[victim].kill()
     view = await cluster.until_all_agree(

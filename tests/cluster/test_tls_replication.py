@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.broker_process import BrokerProcess, free_port
-from tests.cluster.processes import IDS, PROMISE_S, WAIT, Cluster, partitions
-from tests.cluster.test_replication import N, produce_acks_all, read_all
+from tests.cluster.processes import IDS, Cluster
+from tests.cluster.test_replication import N, kill_a_leader_and_read_back, produce_acks_all
 from tests.tls_certs import PASSWORD, CertificateAuthority
 from tests.zookeeper import ZooKeeperServer
 
@@ -64,11 +64,4 @@ async def test_replication_over_mutual_tls_survives_the_leaders_kill(cluster: Tl
         lines = [line for line in cluster.brokers[i].lines if "authenticated TLS client" in line]
         assert all("listener='INTERNAL'" in line for line in lines)
         assert others <= {p for line in lines for p in others if p in line}, (i, lines)
-    victim = next(i for i in IDS if i != cid)
-    cluster.brokers[victim].kill()
-    view = await cluster.until_all_agree(
-        lambda m: all(s[0] == 0 and s[1] not in (victim, -1) for s in partitions(m, "rf3").values()),
-        "new leaders for the victim's partitions", timeout=PROMISE_S + WAIT)
-    assert all(victim not in s[4] for s in partitions(view, "rf3").values())
-    read = await asyncio.to_thread(read_all, cluster.brokers[cid].bootstrap, "rf3", N)
-    assert read == acked
+    await kill_a_leader_and_read_back(cluster, cid, acked)

@@ -15,7 +15,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -131,8 +131,15 @@ def test_clients_that_never_read_pipelined_fetches_keep_broker_rss_bounded(broke
     """3 connections x 64 pipelined 4 MB fetches, never read: 768 MB of responses were held in
     memory before (each response read whole); now the broker grows by a few MB at most."""
     fill_topic(broker)
+    assert_stalled_readers_bounded(broker, lambda: small_rcvbuf_socket(broker.port))
+
+
+def assert_stalled_readers_bounded(broker: BrokerProcess, connect: Callable[[], socket.socket]) -> None:
+    """3 connections (made by `connect`) pipeline 64 fetches of the filled topic and never read:
+    the broker's RSS grows by less than 100 MB, it serves others meanwhile, and a stalled
+    connection is served once it reads."""
     base = rss_bytes(broker)
-    socks = [small_rcvbuf_socket(broker.port) for _ in range(3)]
+    socks = [connect() for _ in range(3)]
     try:
         for s in socks:
             s.sendall(b"".join(fetch_frame(i) for i in range(64)))
@@ -160,28 +167,34 @@ def test_streamed_fetch_is_byte_exact_and_in_request_order(broker: BrokerProcess
     """Large fetches (sent by sendfile) interleaved with small responses come back in request
     order, each record batch byte for byte as on disk."""
     fill_topic(broker)
-    seg = next((broker.log_dir / f"{TOPIC}-0").glob("*.log")).read_bytes()
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        frames = []
-        for i in range(12):
-            frames.append(fetch_frame(2 * i, offset=i % BATCHES) if i % 3 else api_versions_frame(2 * i))
-            frames.append(api_versions_frame(2 * i + 1))
-        s.sendall(b"".join(frames))
-        for corr in range(24):
-            size = struct.unpack(">i", recv_exact(s, 4))[0]
-            data = recv_exact(s, size)
-            assert struct.unpack_from(">i", data)[0] == corr
-            i = corr // 2
-            if corr % 2 or not i % 3:
-                assert decode_response(data, 18, 3)[1].error_code == 0
-                continue
-            part = decode_response(data, 1, 12)[1].responses[0].partitions[0]
-            assert part.error_code == 0
-            records = bytes(part.records)
-            start = seg.index(records[:61])
-            assert records == seg[start:start + len(records)]
-            assert len(records) >= BATCH_VALUE  # a streamed (large) response
-            assert struct.unpack_from(">q", records)[0] == i % BATCHES
+        assert_streamed_fetches_in_order(broker, s)
+
+
+def assert_streamed_fetches_in_order(broker: BrokerProcess, s: socket.socket) -> None:
+    """Over `s`, 8 large fetches of the filled topic interleaved with 16 ApiVersions: every
+    response in request order, the records byte for byte as in the segment."""
+    seg = next((broker.log_dir / f"{TOPIC}-0").glob("*.log")).read_bytes()
+    frames = []
+    for i in range(12):
+        frames.append(fetch_frame(2 * i, offset=i % BATCHES) if i % 3 else api_versions_frame(2 * i))
+        frames.append(api_versions_frame(2 * i + 1))
+    s.sendall(b"".join(frames))
+    for corr in range(24):
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        data = recv_exact(s, size)
+        assert struct.unpack_from(">i", data)[0] == corr
+        i = corr // 2
+        if corr % 2 or not i % 3:
+            assert decode_response(data, 18, 3)[1].error_code == 0
+            continue
+        part = decode_response(data, 1, 12)[1].responses[0].partitions[0]
+        assert part.error_code == 0
+        records = bytes(part.records)
+        start = seg.index(records[:61])
+        assert records == seg[start:start + len(records)]
+        assert len(records) >= BATCH_VALUE  # a streamed (large) response
+        assert struct.unpack_from(">q", records)[0] == i % BATCHES
 
 
 @pytest.mark.parametrize("broker", [[

@@ -113,6 +113,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often the transaction coordinator aborts the transactions open longer than their transaction.timeout.ms (fencing their producer's epoch).", _at_least(1), "[1,...]"),
     D("transactional.id.expiration.ms", "int", 604800000, "A transactional id with no transaction in progress and no update for this long is removed (a tombstone in __transaction_state).", _at_least(1), "[1,...]"),
     D("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often the transaction coordinator removes expired transactional ids (transactional.id.expiration.ms).", _at_least(1), "[1,...]"),
+    D("transaction.partition.verification.enable", "bool", True, "KIP-890 part 1: a partition leader asks the transaction coordinator (AddPartitionsToTxn v4+, verify_only) before it appends a producer's first transactional batch of a transaction, and refuses it (INVALID_TXN_STATE) unless the partition was added to the ongoing transaction."),
     D("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a transactional producer may ask for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).", _at_least(1), "[1,...]"),
     D("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of a new group."),
     D("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),

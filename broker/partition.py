@@ -38,6 +38,7 @@ import structlog
 from controller.image import PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from storage.producer_state import AppendOrigin, ProducerStateEntry
+from storage.verification_guard import VerificationGuard
 
 if TYPE_CHECKING:
     from broker.alter_partition_manager import IsrChange
@@ -156,7 +157,8 @@ class Partition:
         return self.log.high_watermark
 
     def append_records_to_leader(self, buf: Any, required_acks: int, now_ms: int,
-                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
+                                 origin: AppendOrigin = AppendOrigin.CLIENT,
+                                 verification_guard: VerificationGuard | None = None) -> Any:
         """Append as leader (Kafka's appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER off the
         leader, NOT_ENOUGH_REPLICAS for acks=all under min.insync.replicas; ``origin`` says how
         the log validates (a client's batches as a producer's; COORDINATOR: the coordinators'
@@ -170,9 +172,26 @@ class Partition:
                 f"The size of the current ISR {set(self.state.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}",
             )
-        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms, origin=origin)
+        info = self.log.append_as_leader(buf, self.leader_epoch, now_ms, origin=origin,
+                                         verification_guard=verification_guard)
         self.maybe_increment_high_watermark()
         return info
+
+    async def maybe_start_transaction_verification(self, producer_id: int, sequence: int,
+                                                   epoch: int) -> VerificationGuard:
+        """Kafka's Partition.maybeStartTransactionVerification: the guard a transactional produce
+        carries to its append (SENTINEL: the producer's transaction is ongoing here already);
+        NOT_LEADER_OR_FOLLOWER off the leader. It reads and changes the log's producer state, so,
+        as an append, inline when nothing is exclusive, else behind it."""
+        if self._appends_waiting:
+            async with self._exclusive():
+                return self._start_transaction_verification(producer_id, sequence, epoch)
+        return self._start_transaction_verification(producer_id, sequence, epoch)
+
+    def _start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        if not self.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     @contextlib.asynccontextmanager
     async def _exclusive(self) -> AsyncIterator[None]:
@@ -210,17 +229,18 @@ class Partition:
                     self.on_high_watermark_moved(self.tp)
 
     async def append_records(self, buf: Any, required_acks: int, now_ms: int,
-                             origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
+                             origin: AppendOrigin = AppendOrigin.CLIENT,
+                             verification_guard: VerificationGuard | None = None) -> Any:
         """Append as leader; when the append would roll the segment (Log.roll_due), roll first
         in an executor so the event loop never does the roll's file work. The common case (no
         roll due, nothing exclusive pending) appends without an await; otherwise in arrival
         order behind what is pending (:meth:`_exclusive`)."""
         if not self._appends_waiting and not self.log.roll_due(buf, now_ms):
-            return self.append_records_to_leader(buf, required_acks, now_ms, origin)
+            return self.append_records_to_leader(buf, required_acks, now_ms, origin, verification_guard)
         async with self._exclusive():
             if self.is_leader and self.log.roll_due(buf, now_ms):
                 await self._in_executor(self.log.roll)
-            return self.append_records_to_leader(buf, required_acks, now_ms, origin)
+            return self.append_records_to_leader(buf, required_acks, now_ms, origin, verification_guard)
 
     def follows(self, leader_epoch: int | None) -> bool:
         """Still a follower at ``leader_epoch`` (None: any): the fetcher's data is for it."""

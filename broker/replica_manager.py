@@ -52,6 +52,7 @@ from broker.replica_fetcher import (
 )
 from broker.replica_selector import ClientMetadata, preferred_read_replica, replica_selector
 from broker.replication_quota import UNLIMITED, ReplicationQuotaManager
+from broker.transaction_verification import verify_transactional_produce
 from controller.image import INTERNAL_TOPICS, PartitionState, TopicState
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.primitives import ZERO_UUID
@@ -59,8 +60,10 @@ from storage.checkpoints import CheckpointFormatError, PartitionMetadataFile
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError, StorageError
 from storage.producer_state import AppendOrigin
+from storage.verification_guard import SENTINEL, VerificationGuard
 
 if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from broker.server import BrokerServer
     from storage.log import Log
 
@@ -637,6 +640,8 @@ class ReplicaManager(_ZkReplicaState):
         self.replica_selector = replica_selector(cfg["replica.selector.class"])
         # the replica each rack-aware consumer's partition was last served by (log lines on change)
         self.read_replicas = RecentValues()
+        # KIP-890: asks transaction coordinators about transactional produces (set by the server)
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
 
     def _controller_address(self) -> tuple[int, str, int] | None:
         cid = self.image.controller_id
@@ -982,6 +987,8 @@ class ReplicaManager(_ZkReplicaState):
         timeout_ms: int = 30000,
         order: asyncio.Lock | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transactional_id: str | None = None,
+        produce_version: int = 11,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches as leader (errors are per partition), validated for
         `origin` (Kafka's AppendOrigin: CLIENT for Produce, COORDINATOR for the coordinators'
@@ -993,13 +1000,29 @@ class ReplicaManager(_ZkReplicaState):
         flush.messages / flush.ms make a flush due, it is fsynced (in an executor) before the
         write is acknowledged, as Kafka flushes in the append path. `order` (the connection's)
         is held while appending, not while waiting for acks: the appends of one client's
-        requests happen in its order even when one of them waits for a segment roll."""
+        requests happen in its order even when one of them waits for a segment roll.
+        A client's Produce with a `transactional_id` is verified first when
+        transaction.partition.verification.enable is on (broker/transaction_verification.py,
+        KIP-890), under `order` too: as Kafka mutes the connection meanwhile, the connection's
+        next produce waits for it."""
         now_ms = int(time.time() * 1000)
         results: dict[TopicPartition, ProduceResult] = {}
         due: list[tuple[Any, int]] = []
         required: dict[TopicPartition, int] = {}
         async with order if order is not None else contextlib.nullcontext():
+            guards: dict[TopicPartition, VerificationGuard] | None = None
+            if origin is AppendOrigin.CLIENT and self.config["transaction.partition.verification.enable"]:
+                guards = {}
+                if transactional_id is not None and self.add_partitions_to_txn_manager is not None:
+                    failures, guards = await verify_transactional_produce(
+                        entries, transactional_id, produce_version, self.get_partition,
+                        self.add_partitions_to_txn_manager)
+                    for tp, failure in failures.items():
+                        results[tp] = ProduceResult(error=failure.error, message=failure.message)
+                    now_ms = int(time.time() * 1000)
             for tp, records in entries:
+                if tp in results:
+                    continue  # refused by the verification
                 if not internal_topics_allowed and tp[0] in INTERNAL_TOPICS:
                     results[tp] = ProduceResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)
                     continue
@@ -1008,7 +1031,8 @@ class ReplicaManager(_ZkReplicaState):
                     if records is None:
                         raise KafkaProtocolError(ErrorCode.CORRUPT_MESSAGE, "null records")
                     p = self.get_leader_partition(*tp)
-                    info = await p.append_records(records, required_acks, now_ms, origin)
+                    info = await p.append_records(records, required_acks, now_ms, origin,
+                                                  None if guards is None else guards.get(tp, SENTINEL))
                     results[tp] = ProduceResult(
                         base_offset=info.first_offset,
                         log_append_time=info.log_append_time,

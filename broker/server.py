@@ -43,6 +43,7 @@ from typing import Any
 import structlog
 
 from broker import loop_audit
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.apis.registry import load_all
 from broker.background import BackgroundTasks
 from broker.config import ConfigError, KafkaConfig, security_protocols
@@ -266,6 +267,13 @@ class BrokerServer:
                                               request_timeout_ms=cfg["request.timeout.ms"],
                                               ssl_context=self.client_ssl_context(listener))),
             inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
+        # KIP-890: this broker as partition leader asks the coordinators over the same listener
+        self.replica_manager.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            self.metadata_cache,
+            NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-add-partitions-to-txn-sender",
+                                              request_timeout_ms=cfg["request.timeout.ms"])),
+            state_manager.partition_for, inter_broker_listener=listener,
+            request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         self.transaction_coordinator = TransactionCoordinator(
             state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send,
             timeouts=TransactionTimeouts.from_config(cfg), spawn=self._spawn)
@@ -507,6 +515,8 @@ class BrokerServer:
             await self.group_coordinator.shutdown()
         if self.txn_marker_channel_manager is not None:
             await self.txn_marker_channel_manager.shutdown()
+        if self.replica_manager is not None and self.replica_manager.add_partitions_to_txn_manager is not None:
+            await self.replica_manager.add_partitions_to_txn_manager.shutdown()
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.state_manager.shutdown()
         if self.controller is not None:  # metadata writes still queued land before the marker

@@ -126,6 +126,7 @@ from storage.segment import (
     txn_index_file,
 )
 from storage.txn_index import AbortedTxn
+from storage.verification_guard import SENTINEL, VerificationGuard
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -573,6 +574,7 @@ class Log:
         now_ms: int | None = None,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate the batches in ``buf``, assign offsets from the log end offset and
         ``leader_epoch`` (rewriting the buffer in place; a read-only buffer is copied once),
@@ -589,6 +591,8 @@ class Log:
         batches is not written and is answered with the original offsets (see LogAppendInfo);
         OutOfOrderSequenceError (45), InvalidProducerEpochError (47), InvalidTxnStateError (48)
         and TransactionCoordinatorFencedError (52) from storage.producer_state refuse the append.
+        ``verification_guard`` (KIP-890; None when the caller does not verify): what
+        :meth:`maybe_start_transaction_verification` returned for the batch's producer.
         """
         with self._lock:  # inline rather than @_locked: this is the hot path
             if now_ms is None:
@@ -681,7 +685,7 @@ class Log:
             analysis = None
             if pids:
                 analysis = self._producer_state.analyze_and_validate(
-                    _producer_batches(self.name, mv, pids), origin
+                    _producer_batches(self.name, mv, pids), origin, verification_guard
                 )
                 duplicate = analysis.duplicate
                 if duplicate is not None:
@@ -729,6 +733,16 @@ class Log:
                 pos,
                 batches,
             )
+
+    @_locked
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        """Kafka's UnifiedLog.maybeStartTransactionVerification: SENTINEL when the producer has
+        an ongoing transaction here (nothing to verify), else the guard of its verification entry
+        (created if needed) that the append must carry once the coordinator confirmed."""
+        if self._producer_state.has_ongoing_transaction(producer_id):
+            return SENTINEL
+        return self._producer_state.maybe_create_verification_state_entry(
+            producer_id, sequence, epoch, self._time_ms()).verification_guard
 
     def _append_with_producer_state(
         self,

@@ -32,7 +32,13 @@ data batch with producer epoch ``e``, first sequence ``s``, against the producer
 
 Origins (:class:`AppendOrigin`): CLIENT gets both checks, COORDINATOR (group coordinator writes,
 transaction markers) only the epoch check, REPLICATION (followers, log recovery) no check at all.
-Transaction verification (KIP-890) is not implemented.
+Transaction verification (KIP-890 part 1, :mod:`storage.verification_guard`): a client or
+coordinator append given a verification guard (the produce path passes one when
+transaction.partition.verification.enable is on) refuses a transactional data batch with
+INVALID_TXN_STATE ("Record was not part of an ongoing transaction") unless the producer has an
+ongoing transaction on the partition or its verification entry holds that very guard. A
+duplicate is answered before this check, as Kafka does. Appending a transactional batch or a
+marker of the producer clears its verification entry; entries expire with the producers.
 
 Snapshot file ``<dir>/<20-digit offset>.snapshot`` (the state as of that offset, exclusive),
 big-endian, Kafka's ``PID_SNAPSHOT_MAP_SCHEMA``::
@@ -98,6 +104,7 @@ from protocol.records import (
     RecordsError,
 )
 from storage.checkpoints import atomic_write
+from storage.verification_guard import SENTINEL, VerificationGuard, VerificationStateEntry
 
 __all__ = [
     "DEFAULT_MAX_TRANSACTION_TIMEOUT_MS",
@@ -530,6 +537,7 @@ class ProducerAppendInfo:
         # Kafka: currentEntry.withProducerIdAndBatchMetadata(producerId, Optional.empty())
         self.updated_entry = current_entry.copy(producer_id, with_batches=False)
         self.started_transactions: list[TxnMetadata] = []
+        self.transactional = False  # a transactional batch or a marker was appended
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -579,6 +587,8 @@ class ProducerAppendInfo:
         """Append a batch-like object (:class:`ProducerBatch`, or a
         :class:`protocol.records.BatchHeader` for data batches). A control batch needs its
         ``marker``; an empty control batch (its transaction cleaned away) changes nothing."""
+        if batch.is_transactional:
+            self.transactional = True
         if batch.is_control:
             marker = getattr(batch, "marker", None)
             if marker is None:
@@ -820,6 +830,7 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._verification_states: dict[int, VerificationStateEntry] = {}
         self._ongoing = _OffsetMap()
         self._unreplicated = _OffsetMap()
         self._oldest_txn_last_timestamp = -1
@@ -1007,7 +1018,8 @@ class ProducerStateManager:
         self, now_ms: int, producer_id_expiration_ms: int | None = None
     ) -> None:
         """Forget producers idle for at least ``producer_id_expiration_ms`` (default: the
-        manager's producer.id.expiration.ms, 86400000) that have no ongoing transaction."""
+        manager's producer.id.expiration.ms, 86400000) that have no ongoing transaction, and
+        verification entries as old (Kafka's removeExpiredProducers)."""
         expired = [
             pid
             for pid, entry in self._producers.items()
@@ -1015,6 +1027,37 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self._producers[pid]
+        # verifications never answered (the produce failed or its client went away) expire too
+        expiration = self.producer_id_expiration_ms if producer_id_expiration_ms is None else producer_id_expiration_ms
+        stale = [pid for pid, v in self._verification_states.items() if now_ms - v.timestamp >= expiration]
+        for pid in stale:
+            del self._verification_states[pid]
+
+    # -- transaction verification (KIP-890) --------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Kafka's UnifiedLog.hasOngoingTransaction: the producer's transaction has data here."""
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int | None = None
+    ) -> VerificationStateEntry:
+        """The producer's verification entry, created with a fresh guard if it has none (a
+        retry while a verification is pending reuses the guard)."""
+        entry = self._verification_states.get(producer_id)
+        if entry is None:
+            entry = self._verification_states[producer_id] = VerificationStateEntry(
+                _now_ms() if now_ms is None else now_ms, sequence, epoch)
+        else:
+            entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verification_states.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verification_states.pop(producer_id, None)
 
     # -- appends ---------------------------------------------------------------------------
 
@@ -1053,15 +1096,19 @@ class ProducerStateManager:
         return self._last_map_offset
 
     def analyze_and_validate(
-        self, batches: Iterable[Any], origin: AppendOrigin = AppendOrigin.CLIENT
+        self, batches: Iterable[Any], origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProducerStateAnalysis:
         """Validate the batches of one append (offsets already assigned) against the producer
         state, without changing it (Kafka's ``UnifiedLog.analyzeAndValidateProducerState``).
 
         Batches without a producer id are skipped. For client appends, a batch that repeats one
         of its producer's last 5 batches stops the analysis with ``duplicate`` set: the append
-        must not be written and is answered with the duplicate's offsets. Raises
-        ProducerStateError subclasses."""
+        must not be written and is answered with the duplicate's offsets. With a
+        ``verification_guard`` (None: the caller does not verify), a client's or coordinator's
+        transactional data batch of a producer without an ongoing transaction here needs its
+        entry to hold that guard (Kafka's batchMissingRequiredVerification), else
+        InvalidTxnStateError. Raises ProducerStateError subclasses."""
         updated: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
         for batch in batches:
@@ -1074,6 +1121,13 @@ class ProducerStateManager:
                     duplicate = entry.find_duplicate_batch(batch)
                     if duplicate is not None:
                         return ProducerStateAnalysis(updated, completed, duplicate)
+            if (verification_guard is not None and batch.is_transactional and not batch.is_control
+                    and origin is not AppendOrigin.REPLICATION
+                    and not self.has_ongoing_transaction(pid)):
+                pending = self._verification_states.get(pid)
+                guard = pending.verification_guard if pending is not None else SENTINEL
+                if not guard.verify(verification_guard):
+                    raise InvalidTxnStateError("Record was not part of an ongoing transaction")
             info = updated.get(pid)
             if info is None:
                 info = updated[pid] = self.prepare_update(pid, origin)
@@ -1114,6 +1168,8 @@ class ProducerStateManager:
         done = self.completed_transactions(analysis)
         for info in analysis.updated_producers.values():
             self.update(info)
+            if info.transactional:  # the ongoing transaction (or its end) is the proof now
+                self._verification_states.pop(info.producer_id, None)
         for txn, _lso in done:
             self.complete_txn(txn)
         self.update_map_end_offset(next_offset)

@@ -33,6 +33,10 @@ from tests.raw_client import RawConnection
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+# the partition-side tests play the transaction coordinator themselves (their producer ids come
+# from a non-transactional InitProducerId): no coordinator knows their transactions, so the
+# broker must not verify them with one (KIP-890), as a Kafka run with this setting
+NO_VERIFICATION = "transaction.partition.verification.enable=false"
 TopicPartition = tuple[str, int]
 
 

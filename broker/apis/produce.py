@@ -27,6 +27,14 @@
   (batch_index and Kafka's message) and puts the summary in error_message, so that a client
   fails those records with their own error (Kafka 3.9's producers fail the batch's other
   records too, with a generic error naming the invalid ones; they are not retried).
+* KIP-890 part 1 (transaction.partition.verification.enable, on by default as in Kafka 3.9): a
+  transactional batch of a producer whose transaction has no data on the partition yet is
+  appended only once the transaction coordinator confirmed the partition is in the ongoing
+  transaction (broker/transaction_verification.py): else INVALID_TXN_STATE "Partition was not
+  added to the transaction" (TRANSACTION_ABORTABLE for v11, whose clients know it), a fenced
+  epoch INVALID_PRODUCER_EPOCH, the coordinator's retriable errors NOT_ENOUGH_REPLICAS.
+* A non-transactional batch of a producer with an ongoing transaction on the partition is
+  INVALID_TXN_STATE; a batch of an older epoch INVALID_PRODUCER_EPOCH (the producer state).
 * acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
   purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
 * ZooKeeper mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, and v10+
@@ -178,7 +186,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
             entries.append((tp, p.records))
     results = await rm.append_records(entries, req.acks, timeout_ms=req.timeout_ms,
                                       order=ctx.connection.append_order,
-                                      internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID)
+                                      internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
+                                      transactional_id=req.transactional_id, produce_version=ctx.version)
     results.update(invalid)
     if req.acks == 0:
         return None

@@ -13,6 +13,7 @@ from storage.txn_index import AbortedTxn
 from tests.cluster.processes import IDS, PROMISE_S, RF3, WAIT, Cluster, cluster_fixture, partitions
 from tests.raw_client import RawConnection
 from tests.txn_raw import (
+    NO_VERIFICATION,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     TxnProducer,
@@ -24,7 +25,7 @@ from tests.txn_raw import (
     write_markers,
 )
 
-cluster = cluster_fixture("replica.lag.time.max.ms=2000")
+cluster = cluster_fixture("replica.lag.time.max.ms=2000", NO_VERIFICATION)
 
 
 def _state(conn: RawConnection, tp: tuple[str, int]) -> tuple[int, int, list[tuple[int, int]]]:

@@ -7,11 +7,12 @@ Both brokers run with the same settings where they matter to the answers: one no
 num.partitions=1, auto.create.topics.enable (the default of both), groups that form at once
 (group.initial.rebalance.delay.ms=0), group.min.session.timeout.ms=200, and an authorizer with
 User:ANONYMOUS (the corpus's principal) as super user (StandardAuthorizer on Kafka's KRaft node,
-AclAuthorizer on Odradek: the same ACL semantics). Kafka alone runs
-with transaction.partition.verification.enable=false: Odradek has no KIP-890 verification (a
-transactional produce is not checked with a transaction coordinator, which it does not run yet),
-and the corpus's transactional produces stand for a producer whose coordinator added the
-partition, which Kafka would otherwise ask its own (absent) coordinator about."""
+AclAuthorizer on Odradek: the same ACL semantics). Both run with
+transaction.partition.verification.enable=false: the corpus's transactional produces stand for
+a producer whose coordinator added the partition (the corpus plays the coordinator with
+WriteTxnMarkers), which either broker would otherwise ask its own coordinator about (KIP-890;
+tests/integration/test_txn_verification.py and test_differential_verification.py test the
+verification)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms
 # one broker: __transaction_state with one replica that is enough (the reference's SINGLE_NODE too)
 TRANSACTIONS = {"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"}
 COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS, **TRANSACTIONS,
-          "super.users": "User:ANONYMOUS"}
+          "super.users": "User:ANONYMOUS", "transaction.partition.verification.enable": "false"}
 # the same ACL semantics on both: Kafka's KRaft node runs StandardAuthorizer (AclAuthorizer needs
 # ZooKeeper), Odradek AclAuthorizer; the corpus's connections are User:ANONYMOUS, a super user, so
 # every other case is allowed as without an authorizer and the ACL APIs answer for real
@@ -44,8 +45,7 @@ ODRADEK_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAut
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
     k = ReferenceKafka(tmp_path_factory.mktemp("diff-kafka"),
-                       overrides={**COMMON, **KAFKA_AUTHORIZER,
-                                  "transaction.partition.verification.enable": "false"}).start()
+                       overrides={**COMMON, **KAFKA_AUTHORIZER}).start()
     try:
         yield k
     finally:

@@ -18,6 +18,7 @@ from protocol.messages import FindCoordinatorRequest
 from tests.broker_process import BrokerProcess
 from tests.raw_client import RawConnection
 from tests.txn_raw import (
+    NO_VERIFICATION,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     TxnProducer,
@@ -42,7 +43,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
     """One broker on which the scenario of test_markers_end_transactions_and_move_the_lso ran
     (the consumer tests read what it left)."""
     b = BrokerProcess(tmp_path_factory.mktemp("txn") / "data",
-                      overrides=["offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0"]).start()
+                      overrides=["offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0",
+                                 NO_VERIFICATION]).start()
     try:
         with RawConnection(b.port, "txn-test") as conn:
             _scenario(conn)
@@ -204,7 +206,7 @@ def test_transaction_state_survives_a_kill(tmp_path: Path) -> None:
     producer state from its log (control batches included), so it answers the same LSO and
     aborted transactions, still holds the LSO at the open transaction, fences the coordinator
     epoch it had seen, and the open transaction's COMMIT then moves the LSO to the end."""
-    b = BrokerProcess(tmp_path / "data").start()
+    b = BrokerProcess(tmp_path / "data", overrides=[NO_VERIFICATION]).start()
     try:
         with RawConnection(b.port, "txn-kill") as conn:
             create_topic(conn, "txn-kill", 1)
@@ -220,7 +222,7 @@ def test_transaction_state_survives_a_kill(tmp_path: Path) -> None:
             assert before == (5, (2, [(a.producer_id, 0)]))
     finally:
         b.kill()
-    b2 = BrokerProcess(tmp_path / "data", port=b.port).start()
+    b2 = BrokerProcess(tmp_path / "data", port=b.port, overrides=[NO_VERIFICATION]).start()
     try:
         with RawConnection(b2.port, "txn-kill") as conn:
             assert (list_offset(conn, tp, READ_UNCOMMITTED), fetch_committed(conn, tp)) == before

@@ -104,6 +104,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", _at_least(1), "[1,...]"),
     D("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets (kept small so the log cleaner can compact it).", _at_least(1), "[1,...]"),
     D("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets (capped by live brokers).", _at_least(1), "[1,...]"),
+    D("offsets.commit.timeout.ms", "int", 5000, "How long the group coordinator waits for a write to __consumer_offsets (offsets, group metadata) to reach every in-sync replica before it answers its timeout (REQUEST_TIMED_OUT for an offset commit, REBALANCE_IN_PROGRESS for a group's assignment).", _at_least(1), "[1,...]"),
     D("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups are kept this long."),
     D("offsets.retention.check.interval.ms", "long", 600000, "How often the group coordinator looks for expired offsets and empty groups.", _at_least(1), "[1,...]"),
     D("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", _at_least(1), "[1,...]"),

@@ -27,7 +27,9 @@ What it owns:
   UNKNOWN_TOPIC_OR_PARTITION are COORDINATOR_NOT_AVAILABLE (retriable: the client looks the
   coordinator up again), NOT_LEADER_OR_FOLLOWER and KAFKA_STORAGE_ERROR are NOT_COORDINATOR,
   anything else (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE ...) is
-  UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorRuntime maps them. A write to a partition that is
+  UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorRuntime (and TransactionStateManager) map them;
+  the ZooKeeper-mode group coordinator answers from the log's error itself, as Kafka's old
+  GroupMetadataManager does (broker/group/write_errors.py). A write to a partition that is
   loading, or that resigned while the write waited for its acks, is NOT_COORDINATOR: the state it
   was computed from is not this broker's any more (Kafka fails such writes on unload). `write`
   is the same with the batch's offset and the log's error in its answer, and can write a

@@ -33,8 +33,11 @@ Offsets: OffsetCommit checks the member and generation (a commit with generation
 member id is a "simple" commit, allowed while the group has no members), appends OffsetCommit
 records to the group's `__consumer_offsets` partition with acks=all and only then updates the
 cache. Which partitions this broker owns, their loading (replayed by shard.py's GroupShard) and
-unloading, and the writes with their error mapping are the coordinator runtime's
-(broker.coordinator.runtime); this module is the group protocol on top of it. Every
+unloading, and the writes are the coordinator runtime's (broker.coordinator.runtime), bounded by
+`offsets.commit.timeout.ms`; their errors are answered as Kafka 3.9's ZooKeeper-mode
+GroupMetadataManager answers them (write_errors.py: a timed-out group write is
+REBALANCE_IN_PROGRESS, a too-large offset commit INVALID_COMMIT_OFFSET_SIZE); this module is the
+group protocol on top of it. Every
 `offsets.retention.check.interval.ms` expired offsets (KIP-211 rules, `offsets.retention.minutes`)
 are tombstoned and Empty groups without offsets are removed.
 
@@ -67,6 +70,7 @@ from broker.coordinator.loader import read_records
 from broker.group import records as grec
 from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from broker.group.shard import GroupShard
+from broker.group.write_errors import offset_commit_error, store_group_error
 from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from protocol.errors import ErrorCode
 
@@ -99,28 +103,6 @@ class SyncResult:
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
-
-
-# the log's error -> TxnOffsetCommit's (Kafka's GroupMetadataManager.storeOffsets); others as they are
-_TXN_COMMIT_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-}
-
-
-def txn_offset_commit_error(coordinator_error: int, log_error: int) -> int:
-    """TxnOffsetCommit's answer for its write: Kafka's storeOffsets maps the log's error itself
-    and passes the others through (INVALID_PRODUCER_EPOCH for a fenced producer epoch,
-    REQUEST_TIMED_OUT); NOT_COORDINATOR when the partition was lost while it was written."""
-    if log_error == ErrorCode.NONE:
-        return coordinator_error
-    return _TXN_COMMIT_ERRORS.get(log_error, log_error)
 
 
 def _within_metadata_size(
@@ -260,7 +242,8 @@ class GroupCoordinator:
             lambda partition: GroupShard(self, partition),
             replica_manager=server.replica_manager, metadata_cache=server.metadata_cache,
             controller=server.controller, spawn=server._spawn, elections=server.zk_mode,
-            what="offsets and group metadata", loader=read_records)
+            what="offsets and group metadata", loader=read_records,
+            write_timeout_ms=cfg["offsets.commit.timeout.ms"])
         self.initial_rebalance_delay_ms: int = cfg["group.initial.rebalance.delay.ms"]
         self.min_session_timeout_ms: int = cfg["group.min.session.timeout.ms"]
         self.max_session_timeout_ms: int = cfg["group.max.session.timeout.ms"]
@@ -420,7 +403,10 @@ class GroupCoordinator:
         return grec.group_key(group.group_id), grec.group_value(value)
 
     async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
-        return await self._append(group.group_id, [self._group_record(group, assignment)])
+        """Write the group's metadata; Kafka's storeGroup error (write_errors.py)."""
+        written = await self.runtime.write(self.partition_for(group.group_id),
+                                           [self._group_record(group, assignment)])
+        return store_group_error(written.error, written.log_error)
 
     def _store_group_in_background(self, group: GroupMetadata) -> None:
         async def store() -> None:
@@ -968,7 +954,7 @@ class GroupCoordinator:
         if to_store:
             group.prepare_offset_commit(to_store)
             written = await self.runtime.write(self.partition_for(group_id), self._offset_entries(group_id, to_store))
-            error = written.error
+            error = offset_commit_error(written.error, written.log_error)
             if not group.is_(GroupState.DEAD):
                 for tp, om in to_store.items():
                     if error:
@@ -1023,7 +1009,7 @@ class GroupCoordinator:
             shard.add_producer_group(producer_id, group_id)
         written = await self.runtime.write(partition, self._offset_entries(group_id, to_store),
                                            producer_id=producer_id, producer_epoch=producer_epoch)
-        error = txn_offset_commit_error(written.error, written.log_error)
+        error = offset_commit_error(written.error, written.log_error)
         if not group.is_(GroupState.DEAD):
             for tp, om in to_store.items():
                 if error:

@@ -49,6 +49,8 @@ BENCHES = {
                 "tests.bench.bench_compose"),
     "spark": ("Spark batch read through the odradek data source", "tests.bench.bench_spark"),
     "peers": ("Side by side: Redis Streams, NATS JetStream and the machine's limits", "tests.bench.bench_peers"),
+    "txn-verification": ("Transactional produce: what KIP-890 verification costs",
+                         "tests.bench.bench_txn_verification"),
 }
 
 

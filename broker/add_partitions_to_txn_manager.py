@@ -18,10 +18,10 @@ Kafka 3.9's AddPartitionsToTxnManager.scala).
   means no verification (every partition verified, as Kafka continues the produce); a
   top-level error goes to every partition (CLUSTER_AUTHORIZATION_FAILED as INVALID_TXN_STATE);
   per partition PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH (producers expect it there) and
-  TRANSACTION_ABORTABLE is passed on only to a produce version that knows it (v11+), older
-  ones get INVALID_TXN_STATE (Kafka's TransactionSupportedOperation: defaultError for v10 and
-  below, genericErrorSupported for v11). Kafka decides this per request batch from the
-  operation of the batch's first produce; here each produce gets the error for its own version.
+  TRANSACTION_ABORTABLE is passed on only to a request version that knows it (Produce v11+,
+  TxnOffsetCommit v4+), older ones get INVALID_TXN_STATE (Kafka's TransactionSupportedOperation:
+  defaultError / genericErrorSupported). Kafka decides this per request batch from the
+  operation of the batch's first request; here each request gets the error for its own version.
 
 Threading: the event loop; the awaits are the sends. The coordinator may be this broker (a
 single node asks itself over its own listener, as Kafka does).
@@ -53,11 +53,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.txn.verification")
 
 TopicPartition = tuple[str, int]
-
-# the first Produce version whose producers handle TRANSACTION_ABORTABLE (Kafka's
-# produceRequestVersionToTransactionSupportedOperation: genericErrorSupported above 10)
-FIRST_GENERIC_ERROR_PRODUCE_VERSION = 11
-
 
 @dataclass(slots=True)
 class _Pending:
@@ -116,18 +111,18 @@ class AddPartitionsToTxnManager:
 
     async def verify_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition],
-        produce_version: int,
+        generic_error_supported: bool,
     ) -> dict[TopicPartition, int]:
-        """The partitions the coordinator did not confirm, with their error (empty: verified)."""
+        """The partitions the coordinator did not confirm, with their error (empty: verified).
+        `generic_error_supported`: the asking request's client knows TRANSACTION_ABORTABLE."""
         wanted = list(partitions)
         coordinator = None if self._closed else self._coordinator(transactional_id)
         if coordinator is None:
             return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         node_id, address = coordinator
         self._client.update_node(node_id, *address)
-        pending = _Pending(transactional_id, producer_id, producer_epoch, wanted,
-                           produce_version >= FIRST_GENERIC_ERROR_PRODUCE_VERSION, time.monotonic(),
-                           asyncio.get_running_loop().create_future())
+        pending = _Pending(transactional_id, producer_id, producer_epoch, wanted, generic_error_supported,
+                           time.monotonic(), asyncio.get_running_loop().create_future())
         node = self._nodes.setdefault(node_id, _Node())
         existing = node.queued.get(transactional_id)
         if existing is not None:

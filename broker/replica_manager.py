@@ -989,6 +989,7 @@ class ReplicaManager(_ZkReplicaState):
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transactional_id: str | None = None,
         produce_version: int = 11,
+        verification_guard: VerificationGuard | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's batches as leader (errors are per partition), validated for
         `origin` (Kafka's AppendOrigin: CLIENT for Produce, COORDINATOR for the coordinators'
@@ -1004,14 +1005,17 @@ class ReplicaManager(_ZkReplicaState):
         A client's Produce with a `transactional_id` is verified first when
         transaction.partition.verification.enable is on (broker/transaction_verification.py,
         KIP-890), under `order` too: as Kafka mutes the connection meanwhile, the connection's
-        next produce waits for it."""
+        next produce waits for it. A coordinator's write passes the `verification_guard` its
+        own verification gave (TxnOffsetCommit's; None: not verified)."""
         now_ms = int(time.time() * 1000)
         results: dict[TopicPartition, ProduceResult] = {}
         due: list[tuple[Any, int]] = []
         required: dict[TopicPartition, int] = {}
         async with order if order is not None else contextlib.nullcontext():
             guards: dict[TopicPartition, VerificationGuard] | None = None
-            if origin is AppendOrigin.CLIENT and self.config["transaction.partition.verification.enable"]:
+            if verification_guard is not None:
+                guards = dict.fromkeys((tp for tp, _ in entries), verification_guard)
+            elif origin is AppendOrigin.CLIENT and self.config["transaction.partition.verification.enable"]:
                 guards = {}
                 if transactional_id is not None and self.add_partitions_to_txn_manager is not None:
                     failures, guards = await verify_transactional_produce(

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.errors import ErrorCode, KafkaProtocolError, error_name
-from protocol.records import ATTRIBUTES, MAGIC, TRANSACTIONAL_MASK
+from protocol.records import ATTRIBUTES, MAGIC, NO_SEQUENCE, TRANSACTIONAL_MASK
 from storage.verification_guard import SENTINEL, VerificationGuard
 
 if TYPE_CHECKING:
@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 
 _PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
+# the first request versions whose clients handle TRANSACTION_ABORTABLE (Kafka's
+# produceRequestVersionToTransactionSupportedOperation / txnOffsetCommitRequestVersionTo...:
+# genericErrorSupported)
+FIRST_GENERIC_ERROR_PRODUCE_VERSION = 11
+FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT_VERSION = 4
 _PRODUCER_ID_OFFSET = 43  # in a RecordBatch v2 header
 
 # Kafka's ReplicaManager: coordinator errors an older producer might not retry, told as one it does
@@ -117,9 +122,29 @@ async def verify_transactional_produce(
             guards[tp] = guard
     if guards:
         unverified = await manager.verify_transaction(transactional_id, producer_id, producer_epoch, list(guards),
-                                                      produce_version)
+                                                      produce_version >= FIRST_GENERIC_ERROR_PRODUCE_VERSION)
         for tp, error in unverified.items():
             if tp in guards:
                 failures[tp] = failure_for_produce(error)
                 del guards[tp]
     return failures, guards
+
+
+async def verify_partition(
+    partition: Partition, transactional_id: str, producer_id: int, producer_epoch: int,
+    generic_error_supported: bool, manager: AddPartitionsToTxnManager,
+) -> tuple[int, VerificationGuard]:
+    """Kafka's maybeStartTransactionVerificationForPartition for one partition and no sequence
+    (TxnOffsetCommit's `__consumer_offsets` partition): the coordinator's error (as the manager
+    tells it; the caller maps it further) or NONE with the guard the write carries."""
+    try:
+        guard = await partition.maybe_start_transaction_verification(producer_id, NO_SEQUENCE, producer_epoch)
+    except KafkaProtocolError as e:
+        return e.code, SENTINEL
+    if guard is SENTINEL:
+        return ErrorCode.NONE, guard
+    tp = (partition.topic, partition.index)
+    unverified = await manager.verify_transaction(transactional_id, producer_id, producer_epoch, [tp],
+                                                  generic_error_supported)
+    error = unverified.get(tp, ErrorCode.NONE)
+    return error, (SENTINEL if error else guard)

@@ -21,9 +21,12 @@ GroupCoordinator.handleTxnCommitOffsets).
   committed offset (UNSTABLE_OFFSET_COMMIT with require_stable) until the transaction
   coordinator's marker reaches the partition (write_txn_markers.py): COMMIT makes them the
   group's committed offsets, ABORT drops them.
-* Not done: Kafka's KIP-890 verification of the group's partition in the transaction (its
-  transaction.partition.verification.enable; TRANSACTION_ABORTABLE, v4, never comes from here),
-  and authorisation (no authorizer yet).
+* KIP-890 (transaction.partition.verification.enable): unless the producer's transaction
+  already wrote offsets to the group's partition, the transaction coordinator must confirm the
+  partition is in the transaction (AddOffsetsToTxn added it), else INVALID_TXN_STATE
+  (TRANSACTION_ABORTABLE for v4), INVALID_PRODUCER_EPOCH for a fenced producer, or the
+  coordinator's error as an offset commit maps it (GroupCoordinator.handle_txn_commit_offsets).
+* Not done: authorisation (no authorizer yet).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
                 req.group_id, req.producer_id, req.producer_epoch,
                 req.member_id if v3 else "", req.group_instance_id if v3 else None,
                 req.generation_id if v3 else -1, offsets,
+                transactional_id=req.transactional_id, api_version=ctx.version,
             )
         )
     by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}

@@ -62,6 +62,7 @@ from broker.timer import CallbackTimerTask, SystemTimer, TimerTask
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Record, build_batch
 from storage.producer_state import AppendOrigin
+from storage.verification_guard import VerificationGuard
 
 if TYPE_CHECKING:
     from broker.metadata_cache import MetadataCache
@@ -456,12 +457,14 @@ class CoordinatorRuntime(Generic[S]):
         return (await self.write(partition, entries)).error
 
     async def write(self, partition: int, entries: list[KeyValue], *, producer_id: int = NO_PRODUCER_ID,
-                    producer_epoch: int = NO_PRODUCER_EPOCH) -> WriteResult:
+                    producer_epoch: int = NO_PRODUCER_EPOCH,
+                    verification_guard: VerificationGuard | None = None) -> WriteResult:
         """`append`, with the batch's offset and the log's error too; with a `producer_id` the
         batch is transactional, written for that producer id and epoch (base sequence 0, as
         Kafka's GroupMetadataManager.storeOffsets builds a TxnOffsetCommit's batch): it stays
         open in the partition until a marker ends the producer's transaction, and the log's
-        producer state checks the epoch (INVALID_PRODUCER_EPOCH for an older one)."""
+        producer state checks the epoch (INVALID_PRODUCER_EPOCH for an older one) and, given the
+        `verification_guard` of a KIP-890 verification, that it still holds (INVALID_TXN_STATE)."""
         ctx = self._contexts.get(partition)
         if ctx is not None and ctx.state is not CoordinatorState.ACTIVE:
             # loading: the state the write was computed from is gone
@@ -472,7 +475,7 @@ class CoordinatorRuntime(Generic[S]):
                             base_timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
                             base_sequence=0 if transactional else NO_SEQUENCE, is_transactional=transactional)
         tp = (self.topic.name, partition)
-        result = await self._append_to_log(tp, batch)
+        result = await self._append_to_log(tp, batch, verification_guard)
         error = coordinator_error(result.error)
         if error == ErrorCode.UNKNOWN_SERVER_ERROR:
             log.warning(f"append to {self.topic.name} failed", partition=partition, error=result.error)
@@ -481,8 +484,9 @@ class CoordinatorRuntime(Generic[S]):
             return WriteResult(ErrorCode.NOT_COORDINATOR, ErrorCode.NONE)
         return WriteResult(error, result.error, result.base_offset if result.error == ErrorCode.NONE else -1)
 
-    async def _append_to_log(self, tp: TopicPartition, batch: bytes) -> ProduceResult:
+    async def _append_to_log(self, tp: TopicPartition, batch: bytes,
+                             verification_guard: VerificationGuard | None = None) -> ProduceResult:
         results = await self._replica_manager.append_records(
             [(tp, batch)], -1, internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
-            timeout_ms=self._write_timeout_ms)
+            timeout_ms=self._write_timeout_ms, verification_guard=verification_guard)
         return results[tp]

@@ -72,7 +72,11 @@ from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, Off
 from broker.group.shard import GroupShard
 from broker.group.write_errors import offset_commit_error, store_group_error
 from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-from protocol.errors import ErrorCode
+from broker.transaction_verification import (
+    FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT_VERSION,
+    verify_partition,
+)
+from protocol.errors import ErrorCode, KafkaProtocolError
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -978,6 +982,7 @@ class GroupCoordinator:
     async def handle_txn_commit_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
         generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int = 4096,
+        *, transactional_id: str | None = None, api_version: int = 4,
     ) -> dict[TopicPartition, int]:
         """Kafka's handleTxnCommitOffsets / doTxnCommitOffsets / storeOffsets with a producer id:
         the group is created Empty if unknown; a request naming a member (v3+, KIP-447) is
@@ -985,8 +990,13 @@ class GroupCoordinator:
         one naming none is accepted whatever the group's state (older clients send none), and
         no REBALANCE_IN_PROGRESS. The offsets are pending for the producer from before their
         write until its marker (`on_transaction_completed`); the write is a transactional batch
-        of the producer's id and epoch. Kafka's KIP-890 verification (that the producer added
-        the group's partition through AddOffsetsToTxn) is not done."""
+        of the producer's id and epoch. With a `transactional_id` (every TxnOffsetCommit has one)
+        and transaction.partition.verification.enable, KIP-890 first: unless the producer's
+        transaction already has offsets on the group's partition, the transaction coordinator
+        must confirm that partition is in the transaction (added by AddOffsetsToTxn), else its
+        error for every offset, mapped as an offset commit's (INVALID_TXN_STATE, or
+        TRANSACTION_ABORTABLE for v4; INVALID_PRODUCER_EPOCH for a fenced producer;
+        NETWORK_EXCEPTION as COORDINATOR_LOAD_IN_PROGRESS), before the member checks, as Kafka."""
         def all_(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
 
@@ -996,19 +1006,33 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id)
+        partition = self.partition_for(group_id)
+        guard = None
+        rm = self.server.replica_manager
+        if (transactional_id is not None and self.server.config["transaction.partition.verification.enable"]
+                and rm.add_partitions_to_txn_manager is not None):
+            try:
+                leader = rm.get_partition(GROUP_METADATA_TOPIC, partition)
+            except KafkaProtocolError as e:
+                return all_(offset_commit_error(e.code, e.code))
+            err, guard = await verify_partition(
+                leader, transactional_id, producer_id, producer_epoch,
+                api_version >= FIRST_GENERIC_ERROR_TXN_OFFSET_COMMIT_VERSION, rm.add_partitions_to_txn_manager)
+            if err:
+                return all_(offset_commit_error(err, err))
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
         if err is not None:
             return all_(err)
         result, to_store = _within_metadata_size(offsets, max_metadata_size)
         if not to_store:
             return {tp: result[tp] for tp in offsets}
-        partition = self.partition_for(group_id)
         shard = self.runtime.shard(partition)
         group.prepare_txn_offset_commit(producer_id, to_store)
         if shard is not None:
             shard.add_producer_group(producer_id, group_id)
         written = await self.runtime.write(partition, self._offset_entries(group_id, to_store),
-                                           producer_id=producer_id, producer_epoch=producer_epoch)
+                                           producer_id=producer_id, producer_epoch=producer_epoch,
+                                           verification_guard=guard)
         error = offset_commit_error(written.error, written.log_error)
         if not group.is_(GroupState.DEAD):
             for tp, om in to_store.items():

@@ -16,10 +16,16 @@ from protocol.messages import FindCoordinatorRequest, OffsetCommitRequest, Offse
 from protocol.messages import offset_commit_request as ocr
 from tests.cluster.processes import IDS, PROMISE_S, WAIT, Cluster, cluster_fixture
 from tests.raw_client import RawConnection
-from tests.txn_raw import fetch_offsets, init_producer_id, txn_offset_commit, write_markers
+from tests.txn_raw import (
+    NO_VERIFICATION,
+    fetch_offsets,
+    init_producer_id,
+    txn_offset_commit,
+    write_markers,
+)
 
 cluster = cluster_fixture("offsets.topic.num.partitions=1", "offsets.topic.replication.factor=3",
-                          "replica.lag.time.max.ms=2000")
+                          "replica.lag.time.max.ms=2000", NO_VERIFICATION)
 
 GROUP = "cg"
 OFFSETS_TP = ("__consumer_offsets", 0)

@@ -5,7 +5,9 @@ default transaction.partition.verification.enable=true and their own transaction
 (runner.py's normalisation; no allow-list: every answer must be identical). A produce to a
 partition not added to the transaction, at v3, v9 and v11, with an unknown transactional id, a
 newer epoch than the coordinator's, two producers in one request, a partially verified request,
-and a non-transactional batch inside the transaction. The main corpus runs with the
+a non-transactional batch inside the transaction, a newer epoch where the transaction already
+has data (not verified: appended); TxnOffsetCommit v0 / v3 / v4 for a group not added with
+AddOffsetsToTxn, with a newer epoch, then added. The main corpus runs with the
 verification off (its transactional produces have no coordinator), hence a second pair of
 brokers here."""
 
@@ -56,3 +58,6 @@ def test_produce_verification_answers_as_kafka(odradek: BrokerProcess, kafka: Re
               for c in cases if c.line["api"] == 0}
     assert errors["ver-not-added"] == errors["ver-other-partition-not-added"] == 48
     assert (errors["ver-not-added-v11"], errors["ver-added"]) == (120, 0)
+    assert errors["ver-newer-epoch-ongoing"] == 0  # Kafka 3.9 does not compare the epoch there
+    offsets = {c.id: ours[c.id].raw["topics"][0]["partitions"][0]["error_code"] for c in cases if c.line["api"] == 28}
+    assert (offsets["ver-toc-not-added"], offsets["ver-toc-not-added-v4"], offsets["ver-toc-added"]) == (48, 120, 0)

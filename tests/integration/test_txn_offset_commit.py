@@ -29,6 +29,7 @@ from protocol.messages import sync_group_request as sgr
 from tests.broker_process import FAST_GROUPS, BrokerProcess
 from tests.raw_client import RawConnection
 from tests.txn_raw import (
+    NO_VERIFICATION,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     create_topic,
@@ -45,7 +46,7 @@ with warnings.catch_warnings():
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KafkaTopicPartition
 
-OVERRIDES = [*FAST_GROUPS, "offsets.topic.num.partitions=1"]
+OVERRIDES = [*FAST_GROUPS, "offsets.topic.num.partitions=1", NO_VERIFICATION]
 OFFSETS_TP = ("__consumer_offsets", 0)  # every group's partition: one partition
 UNSTABLE = ErrorCode.UNSTABLE_OFFSET_COMMIT
 

@@ -2,7 +2,8 @@
 producer never added to the transaction is refused by the partition leader after it asked the
 transaction coordinator (AddPartitionsToTxn v5, verify_only, over the broker's own listener);
 the same produce after AddPartitionsToTxn is appended; a fenced epoch, an unknown transactional
-id and a non-transactional batch inside an open transaction get Kafka 3.9's answers; and with
+id and a non-transactional batch inside an open transaction get Kafka 3.9's answers; a
+TxnOffsetCommit for a group the transaction never added is refused likewise; and with
 transaction.partition.verification.enable=false the unverified batch is appended, as Kafka does.
 
 Raw requests (tests/txn_raw.py builds the batches) so the test, not a client, decides what is
@@ -18,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ErrorCode
-from protocol.messages import ProduceRequest
+from protocol.messages import AddOffsetsToTxnRequest, FindCoordinatorRequest, ProduceRequest
 from protocol.messages import produce_request as pr
 from protocol.records import Record, build_batch
 from tests.broker_process import BrokerProcess
 from tests.raw_client import RawConnection
-from tests.txn_raw import NO_VERIFICATION, create_topic
+from tests.txn_raw import NO_VERIFICATION, create_topic, fetch_offsets, txn_offset_commit
 from tests.txn_requests import add_partitions, end_offsets, init, init_when_ready
 
 SINGLE_BROKER_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.num.partitions=3"]
@@ -108,3 +109,39 @@ def test_verification_can_be_turned_off(tmp_path: Path) -> None:
             assert produce(conn, "o-txn", pid, epoch, 0, 0)[:2] == (0, 0)
     finally:
         b.stop()
+
+
+def test_txn_offset_commit_to_a_group_not_in_the_transaction_is_refused(broker: BrokerProcess) -> None:
+    """TxnOffsetCommit is verified too (the group's `__consumer_offsets` partition): refused
+    until AddOffsetsToTxn added the group, INVALID_TXN_STATE (v3) / TRANSACTION_ABORTABLE (v4),
+    nothing pending; then accepted, and the next commit of the transaction without a question;
+    a fenced epoch INVALID_PRODUCER_EPOCH."""
+    group = "v-group"
+    offsets = {(TOPIC, 0): 5}
+    with RawConnection(broker.port, "kip890-offsets") as conn:
+        create_topic(conn, TOPIC, 1)
+        deadline = time.monotonic() + 30
+        while conn.call(10, 3, FindCoordinatorRequest(key=group, key_type=0)).error_code != 0:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.05)
+        error, pid, epoch = init_when_ready(conn, "o-txn")
+        assert error == 0
+
+        def commit(version: int, producer_epoch: int = epoch) -> int:
+            return txn_offset_commit(conn, group, pid, producer_epoch, offsets, version=version,
+                                     transactional_id="o-txn")[(TOPIC, 0)]
+
+        assert commit(3) == ErrorCode.INVALID_TXN_STATE
+        assert commit(4) == ErrorCode.TRANSACTION_ABORTABLE
+        assert fetch_offsets(conn, group, [(TOPIC, 0)], require_stable=True) == {(TOPIC, 0): (-1, 0)}
+        added = conn.call(25, 3, AddOffsetsToTxnRequest(transactional_id="o-txn", producer_id=pid,
+                                                        producer_epoch=epoch, group_id=group))
+        assert added.error_code == 0
+        assert commit(3) == 0
+        assert commit(3) == 0
+        # fenced: a second InitProducerId aborts the transaction and bumps the epoch
+        while (answer := init(conn, "o-txn"))[0] == ErrorCode.CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline + 30, "the fencing abort did not complete"
+            time.sleep(0.05)
+        assert answer[0] == 0 and answer[2] > epoch
+        assert commit(3) == ErrorCode.INVALID_PRODUCER_EPOCH

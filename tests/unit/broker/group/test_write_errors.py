@@ -76,7 +76,7 @@ async def test_timed_out_group_writes(server: BrokerServer, monkeypatch: Any) ->
     a_id = (await join(gc, "g")).member_id
     a = await join(gc, "g", a_id)
 
-    async def timed_out(tp: tuple[str, int], batch: bytes) -> ProduceResult:
+    async def timed_out(tp: tuple[str, int], batch: bytes, *guard: object) -> ProduceResult:
         return ProduceResult(error=E.REQUEST_TIMED_OUT)
 
     monkeypatch.setattr(gc.runtime, "_append_to_log", timed_out)

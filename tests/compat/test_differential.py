@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -42,24 +43,33 @@ KAFKA_AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authoriz
 ODRADEK_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 
 
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
-    k = ReferenceKafka(tmp_path_factory.mktemp("diff-kafka"),
-                       overrides={**COMMON, **KAFKA_AUTHORIZER}).start()
-    try:
-        yield k
-    finally:
-        k.stop()
+def broker_pair(name: str, settings: dict[str, str], kafka_only: dict[str, str] | None = None,
+                odradek_only: dict[str, str] | None = None) -> tuple[Any, Any]:
+    """Module fixtures `kafka` and `odradek`: the two brokers with the same `settings` (plus
+    each one's own, e.g. its authorizer's class name), one node with id 1 each
+    (test_differential_verification.py runs a second pair)."""
+
+    @pytest.fixture(scope="module")
+    def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
+        k = ReferenceKafka(tmp_path_factory.mktemp(f"{name}-kafka"), overrides={**settings, **(kafka_only or {})}).start()
+        try:
+            yield k
+        finally:
+            k.stop()
+
+    @pytest.fixture(scope="module")
+    def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+        overrides = ["broker.id=1", *(f"{k}={v}" for k, v in {**settings, **(odradek_only or {})}.items())]
+        b = BrokerProcess(tmp_path_factory.mktemp(f"{name}-odradek") / "data", overrides=overrides).start()
+        try:
+            yield b
+        finally:
+            b.stop()
+
+    return kafka, odradek
 
 
-@pytest.fixture(scope="module")
-def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    overrides = ["broker.id=1", *(f"{k}={v}" for k, v in {**COMMON, **ODRADEK_AUTHORIZER}.items())]
-    b = BrokerProcess(tmp_path_factory.mktemp("diff-odradek") / "data", overrides=overrides).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+kafka, odradek = broker_pair("diff", COMMON, KAFKA_AUTHORIZER, ODRADEK_AUTHORIZER)
 
 
 def test_corpus_is_large_and_covers_every_advertised_api() -> None:

@@ -13,36 +13,16 @@ brokers here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from tests.broker_process import BrokerProcess
 from tests.compat.differential.runner import HERE, compare, load_corpus, run_corpus
 from tests.compat.reference_kafka import ReferenceKafka
-from tests.compat.test_differential import GROUPS, TRANSACTIONS
+from tests.compat.test_differential import GROUPS, TRANSACTIONS, broker_pair
 
 COMMON = {"num.partitions": "1", "auto.create.topics.enable": "true", **GROUPS, **TRANSACTIONS}
 CORPUS = HERE / "verification"
 
 
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferenceKafka]:
-    k = ReferenceKafka(tmp_path_factory.mktemp("ver-kafka"), overrides=COMMON).start()
-    try:
-        yield k
-    finally:
-        k.stop()
-
-
-@pytest.fixture(scope="module")
-def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("ver-odradek") / "data",
-                      overrides=["broker.id=1", *(f"{k}={v}" for k, v in COMMON.items())]).start()
-    try:
-        yield b
-    finally:
-        b.stop()
+kafka, odradek = broker_pair("ver", COMMON)
 
 
 def test_produce_verification_answers_as_kafka(odradek: BrokerProcess, kafka: ReferenceKafka) -> None:

@@ -13,22 +13,20 @@ and aiokafka's / kafka-python's in tests/integration/test_python_transactions.py
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from protocol.errors import ErrorCode
 from protocol.messages import AddOffsetsToTxnRequest, FindCoordinatorRequest, ProduceRequest
 from protocol.messages import produce_request as pr
 from protocol.records import Record, build_batch
 from tests.broker_process import BrokerProcess
+from tests.integration.test_transactions import SINGLE_BROKER_TXN, broker
 from tests.raw_client import RawConnection
 from tests.txn_raw import NO_VERIFICATION, create_topic, fetch_offsets, txn_offset_commit
 from tests.txn_requests import add_partitions, end_offsets, init, init_when_ready
 
-SINGLE_BROKER_TXN = ["transaction.state.log.min.isr=1", "transaction.state.log.num.partitions=3"]
 TOPIC = "verified"
+__all__ = ["broker"]  # the fixture: one broker with transaction.state.log.min.isr=1
 
 
 def produce(conn: RawConnection, tid: str | None, pid: int, epoch: int, partition: int, seq: int, *,
@@ -41,15 +39,6 @@ def produce(conn: RawConnection, tid: str | None, pid: int, epoch: int, partitio
         pr.TopicProduceData(name=TOPIC, partition_data=[pr.PartitionProduceData(index=partition, records=batch)])]))
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset, p.error_message
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", overrides=SINGLE_BROKER_TXN).start()
-    try:
-        yield b
-    finally:
-        b.stop()
 
 
 def test_produce_to_a_partition_not_in_the_transaction_is_refused(broker: BrokerProcess) -> None:

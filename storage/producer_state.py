@@ -529,11 +529,14 @@ class ProducerAppendInfo:
         current_entry: ProducerStateEntry,
         origin: AppendOrigin,
         topic_partition: str = "",
+        verification_state_entry: VerificationStateEntry | None = None,
     ) -> None:
         self.producer_id = producer_id
         self.current_entry = current_entry
         self.origin = origin
         self.topic_partition = topic_partition
+        # KIP-890: the producer's pending verification, whose lowest sequence bounds the first append
+        self.verification_state_entry = verification_state_entry
         # Kafka: currentEntry.withProducerIdAndBatchMetadata(producerId, Optional.empty())
         self.updated_entry = current_entry.copy(producer_id, with_batches=False)
         self.started_transactions: list[TxnMetadata] = []
@@ -553,6 +556,15 @@ class ProducerAppendInfo:
             )
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        verifying = self.verification_state_entry
+        if verifying is not None and first_seq > verifying.lowest_sequence:
+            # a later batch of the producer must not overtake the one whose verification started
+            # first (an unknown producer's sequence is otherwise free below)
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {self.producer_id} at offset {offset} in "
+                f"partition {self.topic_partition}: {first_seq} (incoming seq. number), "
+                f"{verifying.lowest_sequence} (earliest seen sequence)"
+            )
         updated = self.updated_entry
         if producer_epoch != updated.producer_epoch:
             if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
@@ -1068,7 +1080,8 @@ class ProducerStateManager:
         self, producer_id: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> ProducerAppendInfo:
         current = self._producers.get(producer_id) or ProducerStateEntry.empty(producer_id)
-        return ProducerAppendInfo(producer_id, current, origin, self.topic_partition)
+        return ProducerAppendInfo(producer_id, current, origin, self.topic_partition,
+                                  self._verification_states.get(producer_id))
 
     def update(self, append_info: ProducerAppendInfo) -> None:
         """Commit a ProducerAppendInfo (after its batches were written)."""

@@ -13,6 +13,7 @@ from storage.producer_state import (
     AppendOrigin,
     EndTransactionMarker,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     ProducerBatch,
     ProducerStateManager,
 )
@@ -101,3 +102,15 @@ def test_verification_entries_expire_with_producers(psm):
     assert psm.verification_state_entry(PID) is not None
     psm.remove_expired_producers(NOW + 1000)
     assert psm.verification_state_entry(PID) is None
+
+
+def test_a_later_sequence_cannot_overtake_the_first_verified_one(psm):
+    """Kafka's checkSequence with a verification entry: an unknown producer's sequence is free,
+    but not above the lowest sequence that started a verification (a pipelined later batch
+    must not be appended before the first)."""
+    guard = psm.maybe_create_verification_state_entry(PID, 0, 0, NOW).verification_guard
+    psm.maybe_create_verification_state_entry(PID, 5, 0, NOW)  # the next request's batch asked too
+    with pytest.raises(OutOfOrderSequenceError, match="earliest seen sequence"):
+        psm.analyze_and_validate([data(0, seq=5)], AppendOrigin.CLIENT, guard)
+    append(psm, data(0, seq=0), guard)
+    append(psm, data(1, seq=1), SENTINEL)  # the entry is gone with the first append

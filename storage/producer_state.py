@@ -38,7 +38,9 @@ transaction.partition.verification.enable is on) refuses a transactional data ba
 INVALID_TXN_STATE ("Record was not part of an ongoing transaction") unless the producer has an
 ongoing transaction on the partition or its verification entry holds that very guard. A
 duplicate is answered before this check, as Kafka does. Appending a transactional batch or a
-marker of the producer clears its verification entry; entries expire with the producers.
+marker of the producer clears its verification entry; entries expire with the producers. While
+an entry is pending, a client batch with a first sequence above the entry's lowest sequence is
+OUT_OF_ORDER_SEQUENCE_NUMBER (a later pipelined batch must not overtake the first).
 
 Snapshot file ``<dir>/<20-digit offset>.snapshot`` (the state as of that offset, exclusive),
 big-endian, Kafka's ``PID_SNAPSHOT_MAP_SCHEMA``::

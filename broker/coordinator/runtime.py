@@ -450,15 +450,17 @@ class CoordinatorRuntime(Generic[S]):
 
     # -- writes -----------------------------------------------------------------------------------
 
-    async def append(self, partition: int, entries: list[KeyValue]) -> int:
+    async def append(self, partition: int, entries: list[KeyValue], *, required_acks: int = -1) -> int:
         """Write `entries` (key, value; a None value is a tombstone) to the partition as one batch
-        with acks=all and the COORDINATOR origin; the coordinator's error code (see the module
-        docstring). The caller applies what it wrote to its state only on NONE."""
-        return (await self.write(partition, entries)).error
+        with acks=all (or `required_acks`: 0 appends to this leader's log without waiting, as
+        Kafka's group coordinator writes its clean-up tombstones) and the COORDINATOR origin; the
+        coordinator's error code (see the module docstring). The caller applies what it wrote to
+        its state only on NONE."""
+        return (await self.write(partition, entries, required_acks=required_acks)).error
 
     async def write(self, partition: int, entries: list[KeyValue], *, producer_id: int = NO_PRODUCER_ID,
                     producer_epoch: int = NO_PRODUCER_EPOCH,
-                    verification_guard: VerificationGuard | None = None) -> WriteResult:
+                    verification_guard: VerificationGuard | None = None, required_acks: int = -1) -> WriteResult:
         """`append`, with the batch's offset and the log's error too; with a `producer_id` the
         batch is transactional, written for that producer id and epoch (base sequence 0, as
         Kafka's GroupMetadataManager.storeOffsets builds a TxnOffsetCommit's batch): it stays
@@ -475,7 +477,7 @@ class CoordinatorRuntime(Generic[S]):
                             base_timestamp=now, producer_id=producer_id, producer_epoch=producer_epoch,
                             base_sequence=0 if transactional else NO_SEQUENCE, is_transactional=transactional)
         tp = (self.topic.name, partition)
-        result = await self._append_to_log(tp, batch, verification_guard)
+        result = await self._append_to_log(tp, batch, verification_guard, required_acks)
         error = coordinator_error(result.error)
         if error == ErrorCode.UNKNOWN_SERVER_ERROR:
             log.warning(f"append to {self.topic.name} failed", partition=partition, error=result.error)
@@ -485,8 +487,9 @@ class CoordinatorRuntime(Generic[S]):
         return WriteResult(error, result.error, result.base_offset if result.error == ErrorCode.NONE else -1)
 
     async def _append_to_log(self, tp: TopicPartition, batch: bytes,
-                             verification_guard: VerificationGuard | None = None) -> ProduceResult:
+                             verification_guard: VerificationGuard | None = None,
+                             required_acks: int = -1) -> ProduceResult:
         results = await self._replica_manager.append_records(
-            [(tp, batch)], -1, internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
+            [(tp, batch)], required_acks, internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
             timeout_ms=self._write_timeout_ms, verification_guard=verification_guard)
         return results[tp]

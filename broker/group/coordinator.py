@@ -293,9 +293,7 @@ class GroupCoordinator:
             expired = group.expired_offsets(now, self.offsets_retention_ms)
             tombstones = self._drop_offsets(group, expired)
             if tombstones:
-                error = await self._append(group_id, tombstones)
-                if error:
-                    log.warning("failed to write tombstones for expired group metadata", group=group_id, error=error)
+                await self._write_tombstones(group_id, tombstones, "expired group metadata")
             removed += len(expired)
         if removed:
             log.info("removed expired offsets", count=removed)
@@ -342,13 +340,7 @@ class GroupCoordinator:
         return removed
 
     def _store_tombstones(self, group_id: str, tombstones: list[tuple[bytes, bytes | None]]) -> None:
-        async def store() -> None:
-            error = await self._append(group_id, tombstones)
-            if error:
-                log.warning("failed to write tombstones for a deleted topic's offsets",
-                            group=group_id, error=error)
-
-        self.server._spawn(store())
+        self.server._spawn(self._write_tombstones(group_id, tombstones, "a deleted topic's offsets"))
 
     def fail_pending_requests(self) -> None:
         """Shutdown: answer every parked JoinGroup / SyncGroup with NOT_COORDINATOR (Kafka's
@@ -386,9 +378,15 @@ class GroupCoordinator:
             return ErrorCode.INVALID_GROUP_ID
         return self.runtime.error_for(group_id)
 
-    async def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> int:
-        """Append key/value records to the group's partition with acks=all; the error code."""
-        return await self.runtime.append(self.partition_for(group_id), entries)
+    async def _write_tombstones(self, group_id: str, tombstones: list[tuple[bytes, bytes | None]], what: str) -> None:
+        """Kafka's cleanupGroupMetadata write (expired offsets, a deleted topic's, OffsetDelete,
+        DeleteGroups): appended to this leader's log with acks=0 and a failure only logged (the
+        cache has already dropped them; a lost tombstone is written again by the next clean-up,
+        as Kafka's comment says), so the request that caused it answers NONE."""
+        error = await self.runtime.append(self.partition_for(group_id), tombstones, required_acks=0)
+        if error:
+            log.error(f"Failed to write {len(tombstones)} tombstones for {what}", group=group_id,
+                      error=ErrorCode(error).name)
 
     def _group_record(self, group: GroupMetadata, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
         members = []
@@ -1096,9 +1094,7 @@ class GroupCoordinator:
                 if tp in group.offsets:
                     deletable.append(tp)
         if deletable:
-            error = await self._append(group_id, self._drop_offsets(group, deletable))
-            if error:
-                return error, {}
+            await self._write_tombstones(group_id, self._drop_offsets(group, deletable), "deleted offsets")
         return ErrorCode.NONE, result
 
     # -- admin ----------------------------------------------------------------------------------
@@ -1139,9 +1135,9 @@ class GroupCoordinator:
             group.transition_to(GroupState.DEAD)
             tombstones = [(grec.offset_key(group_id, t, p), None) for t, p in group.offsets]
             tombstones.append((grec.group_key(group_id), None))
-            error = await self._append(group_id, tombstones)
             if self.groups.get(group_id) is group:
                 del self.groups[group_id]
-            result[group_id] = error
+            await self._write_tombstones(group_id, tombstones, "a deleted group")
+            result[group_id] = ErrorCode.NONE
             log.info("deleted group", group=group_id, offsets=len(group.offsets))
         return result

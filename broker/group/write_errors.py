@@ -17,7 +17,11 @@ which the transaction coordinator's appendTransactionToLog shares, and differs i
   INVALID_FETCH_SIZE INVALID_COMMIT_OFFSET_SIZE, anything else (REQUEST_TIMED_OUT,
   INVALID_PRODUCER_EPOCH) as it is.
 
-Both take the runtime's WriteResult halves: `coordinator_error` (NOT_COORDINATOR when the
+Clean-up tombstones (expired offsets, a deleted topic's, OffsetDelete, DeleteGroups) are
+written as Kafka's cleanupGroupMetadata writes them: acks=0, a failure only logged, so those
+requests answer NONE (GroupCoordinator._write_tombstones).
+
+Both functions take the runtime's WriteResult halves: `coordinator_error` (NOT_COORDINATOR when the
 partition was lost while it was written, whatever the log said) and the log's own error.
 """
 

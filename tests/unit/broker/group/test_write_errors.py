@@ -84,3 +84,27 @@ async def test_timed_out_group_writes(server: BrokerServer, monkeypatch: Any) ->
         E.REBALANCE_IN_PROGRESS)
     assert await gc.handle_commit_offsets("simple", "", -1, {("t", 0): OffsetAndMetadata(1)}) == {
         ("t", 0): E.REQUEST_TIMED_OUT}
+
+
+async def test_clean_up_writes_answer_none_whatever_the_log_says(server: BrokerServer, monkeypatch: Any) -> None:
+    """DeleteGroups and OffsetDelete drop the group / offsets from the cache and write their
+    tombstones as Kafka's cleanupGroupMetadata does: acks=0, a failure only logged, NONE
+    answered (before: the write's error, e.g. COORDINATOR_NOT_AVAILABLE)."""
+    gc = gc_of(server)
+    server.controller.create_topic("t", 2, 1)
+    for group in ("gone", "trimmed"):
+        om = OffsetAndMetadata(1)
+        assert await gc.handle_commit_offsets(group, "", -1, {("t", 0): om, ("t", 1): om}) == dict.fromkeys(
+            [("t", 0), ("t", 1)], 0)
+    acks: list[int] = []
+
+    async def refused(tp: tuple[str, int], batch: bytes, guard: object = None, required_acks: int = -1) -> ProduceResult:
+        acks.append(required_acks)
+        return ProduceResult(error=E.NOT_ENOUGH_REPLICAS)
+
+    monkeypatch.setattr(gc.runtime, "_append_to_log", refused)
+    assert await gc.handle_delete_groups(["gone"]) == {"gone": E.NONE}
+    assert "gone" not in gc.groups
+    assert await gc.handle_delete_offsets("trimmed", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})
+    assert gc.handle_fetch_offsets("trimmed", [("t", 0), ("t", 1)]) == (0, {("t", 0): None, ("t", 1): OffsetAndMetadata(1)})
+    assert acks == [0, 0]

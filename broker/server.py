@@ -261,19 +261,20 @@ class BrokerServer:
         # Kafka); a single node reaches itself on its advertised listener
         cfg = self.config
         listener = self.inter_broker_listener_name if self.zk_mode else cfg.advertised_listeners[0].name
+
+        def client(name: str) -> NetworkClient:
+            """A client of the other brokers on `listener`, TLS when that listener is SSL."""
+            return NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-{name}",
+                                                     request_timeout_ms=cfg["request.timeout.ms"],
+                                                     ssl_context=self.client_ssl_context(listener)))
+
         markers = self.txn_marker_channel_manager = TransactionMarkerChannelManager(
-            state_manager, self.metadata_cache,
-            NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-txn-marker-sender",
-                                              request_timeout_ms=cfg["request.timeout.ms"],
-                                              ssl_context=self.client_ssl_context(listener))),
-            inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
+            state_manager, self.metadata_cache, client("txn-marker-sender"), inter_broker_listener=listener,
+            request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         # KIP-890: this broker as partition leader asks the coordinators over the same listener
         self.replica_manager.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
-            self.metadata_cache,
-            NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-add-partitions-to-txn-sender",
-                                              request_timeout_ms=cfg["request.timeout.ms"])),
-            state_manager.partition_for, inter_broker_listener=listener,
-            request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
+            self.metadata_cache, client("add-partitions-to-txn-sender"), state_manager.partition_for,
+            inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         self.transaction_coordinator = TransactionCoordinator(
             state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send,
             timeouts=TransactionTimeouts.from_config(cfg), spawn=self._spawn)

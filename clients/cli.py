@@ -11,6 +11,7 @@ import click
 from clients.acls import acls
 from clients.cluster import cluster
 from clients.configs import configs
+from clients.console.command import console
 from clients.consume import consume
 from clients.dump_log import dump_log
 from clients.groups import groups
@@ -109,7 +110,8 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
     sys.exit(run(config))
 
 
-for command in (topics, groups, configs, transactions, acls, produce, consume, perf, dump_log, pipeline, cluster):
+for command in (topics, groups, configs, transactions, acls, produce, consume, perf, dump_log, pipeline,
+                cluster, console):
     main.add_command(command)
 
 if __name__ == "__main__":

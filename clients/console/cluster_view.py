@@ -72,12 +72,13 @@ def _sizes(admin: Any, broker_ids: list[int]) -> tuple[dict[tuple[str, int], dic
 
 
 def topics(admin: Any, names: list[str] | None = None, with_configs: bool = False) -> dict[str, Any]:
-    """Each topic's partitions (leader, replicas, ISR, offline replicas, size per replica),
-    its size (the largest replica of each partition, summed) and with `with_configs` its
-    non-default configs."""
+    """Each topic's partitions (leader, replicas, ISR, offline replicas, size per replica; internal
+    topics last),
+    its size (the largest replica of each partition, summed) and with `with_configs` all its
+    configs with their source (DescribeConfigs)."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    described = sorted(admin.describe_topics(names), key=lambda t: t["name"])
+    described = sorted(admin.describe_topics(names), key=lambda t: (bool(t.get("is_internal")), t["name"]))
     broker_ids = sorted(b.node_id for b in admin._manager.cluster.brokers())
     sizes, failed = _sizes(admin, broker_ids)
     out = []

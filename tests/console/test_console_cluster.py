@@ -1,0 +1,162 @@
+"""`odradek console` in a real browser (headless chromium) against a live 3-broker cluster: each
+page loads, and the numbers it shows are the cluster's own answers -- the ISR shrinking on the
+topics page and the under-replicated count on the live overview after a follower is paused, a
+stopped consumer's lag after more records are produced, a known record in the message browser."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import warnings
+from typing import Any
+
+from selenium.webdriver.common.by import By
+
+from tests.cluster.processes import IDS, RF3, Cluster, cluster_fixture, partitions
+from tests.console.browser import screenshot, text_of, until
+from tests.console.console_process import ConsoleProcess
+
+with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import OffsetSpec
+
+LAG_MS = 800  # replica.lag.time.max.ms: a paused follower leaves the ISRs within a second
+cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
+GROUP = "console-readers"
+HEADER = ("trace-id", b"abc-123")
+KEY, VALUE = b"order-17", {"item": "lamp", "qty": 2}
+
+
+def _under_replicated(view: dict[str, Any]) -> int:
+    """Metadata's count, as Kafka's UnderReplicatedPartitions counts: ISR < replicas, with a leader."""
+    return sum(1 for t in view["topics"].values() for s in t[2].values() if s[1] >= 0 and len(s[4]) < len(s[3]))
+
+
+def _seed(bootstrap: str) -> dict[tuple[str, int], int]:
+    """A known record at rf3-0 offset 0; 10 records per rf3 partition consumed and committed by
+    GROUP, whose consumer then stops; 7 more records to rf3-1 and 3 to rf3-4 after it. The lag
+    the cluster answers: log end - committed per partition."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=20_000)
+    try:
+        producer.send("rf3", key=KEY, value=json.dumps(VALUE).encode(), headers=[HEADER], partition=0).get(20)
+        for p in RF3:
+            for i in range(10 - (p == 0)):
+                producer.send("rf3", value=b"v%d" % i, partition=p)
+        producer.flush(20)
+        consumer = KafkaConsumer("rf3", bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, client_id="console-test")
+        try:
+            seen = [0]
+
+            def all_read() -> bool:
+                seen[0] += sum(len(v) for v in consumer.poll(500).values())
+                return seen[0] >= 60
+
+            until(all_read, "GROUP's consumer reading the 60 records", timeout=60, interval=0)
+            consumer.commit()
+        finally:
+            consumer.close()
+        for p, n in ((1, 7), (4, 3)):
+            for i in range(n):
+                producer.send("rf3", value=b"late%d" % i, partition=p)
+        producer.flush(20)
+    finally:
+        producer.close(5)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
+    try:
+        committed = admin.list_group_offsets(GROUP)[GROUP]
+        ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in committed})
+        return {(tp.topic, tp.partition): ends[tp].offset - om.offset for tp, om in committed.items()}
+    finally:
+        admin.close()
+
+
+async def test_the_pages_show_what_the_cluster_answers(cluster: Cluster, browser: Any) -> None:
+    await cluster.open()
+    cid, _ = await cluster.controller()
+    bootstrap = cluster.brokers[cid].bootstrap
+    lags = await asyncio.to_thread(_seed, bootstrap)
+    assert sum(lags.values()) == 10 and lags[("rf3", 1)] == 7  # what the cluster answers
+    console = await asyncio.to_thread(ConsoleProcess(",".join(b.bootstrap for b in cluster.brokers.values())).start)
+    try:
+        await _check_pages(cluster, browser, console, cid, lags)
+    finally:
+        await asyncio.to_thread(console.stop)
+
+
+async def _check_pages(cluster: Cluster, browser: Any, console: ConsoleProcess, cid: int,
+                       lags: dict[tuple[str, int], int]) -> None:
+    view = await cluster.until_all_agree(lambda m: "__consumer_offsets" in m["topics"], "the offsets topic")
+
+    def overview() -> None:
+        browser.get(console.url + "/")
+        assert text_of(browser, "broker-count") == "3"
+        assert text_of(browser, "controller") == str(cid)
+        assert text_of(browser, "under-replicated") == "0" == str(_under_replicated(view))
+        assert text_of(browser, "offline") == "0"
+        assert "without --metrics" in text_of(browser, "no-metrics")  # no numbers made up
+        until(lambda: text_of(browser, "live-status").startswith("updated"), "the first live refresh")
+        screenshot(browser, "overview")
+
+    def topics() -> None:
+        browser.get(console.url + "/topics")
+        for p, s in partitions(view, "rf3").items():
+            assert text_of(browser, f"isr-rf3-{p}") == ",".join(map(str, s[4]))
+            assert text_of(browser, f"leader-rf3-{p}") == str(s[1])
+        screenshot(browser, "topics")
+
+    def messages() -> None:
+        browser.get(console.url + "/topics/rf3/messages?partition=0&offset=0&limit=5")
+        row = browser.find_element(By.ID, "record-0")
+        assert row.find_element(By.CSS_SELECTOR, ".key").text == KEY.decode()
+        assert json.loads(row.find_element(By.CSS_SELECTOR, ".value").text) == VALUE
+        assert row.find_element(By.CSS_SELECTOR, ".headers").text == f"{HEADER[0]}: {HEADER[1].decode()}"
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#records tr[id^=record-]")) == 5  # one page only
+        screenshot(browser, "messages")
+
+    def groups() -> None:
+        browser.get(console.url + "/groups")
+        assert text_of(browser, f"lag-{GROUP}") == str(sum(lags.values()))
+        assert text_of(browser, f"lag-{GROUP}-rf3") == str(sum(lags.values()))
+        screenshot(browser, "groups")
+        browser.get(console.url + f"/groups/{GROUP}")
+        assert text_of(browser, "state") == "Empty"
+        for (t, p), lag in lags.items():
+            row = browser.find_element(By.ID, f"p-{t}-{p}")
+            assert row.find_element(By.CSS_SELECTOR, ".lag").text == str(lag)
+        screenshot(browser, "group")
+
+    for check in (overview, topics, messages, groups):
+        await asyncio.to_thread(check)
+    await _check_a_paused_follower(cluster, browser, console, cid)
+
+
+async def _check_a_paused_follower(cluster: Cluster, browser: Any, console: ConsoleProcess, cid: int) -> None:
+    """SIGSTOP a follower: the live page's under-replicated count, without a reload, and then the
+    topics page's ISRs become what the controller's broker answers."""
+    paused = next(i for i in IDS if i != cid)
+    await asyncio.to_thread(browser.get, console.url + "/live")
+    cluster.brokers[paused].proc.send_signal(signal.SIGSTOP)
+    try:
+        await cluster.until_all_agree(lambda m: any(paused not in s[4] for s in partitions(m, "rf3").values()),
+                                      "the paused follower out of an ISR", among=[cid])
+
+        def shown_equals_answered() -> bool:
+            answered = _under_replicated(cluster.metadata(cid))
+            return answered > 0 and text_of(browser, "live-under-replicated") == str(answered)
+
+        await asyncio.to_thread(until, shown_equals_answered, "the live under-replicated count", 30.0)
+        await asyncio.to_thread(screenshot, browser, "live")
+
+        def topics_isr_equals_answered() -> bool:
+            browser.get(console.url + "/topics")
+            rf3 = partitions(cluster.metadata(cid), "rf3")
+            return all(text_of(browser, f"isr-rf3-{p}") == ",".join(map(str, s[4])) for p, s in rf3.items()) \
+                and any(paused not in s[4] for s in rf3.values())
+
+        await asyncio.to_thread(until, topics_isr_equals_answered, "the topics page's ISRs", 30.0, 0.5)
+        await asyncio.to_thread(screenshot, browser, "topics-isr-shrunk")
+    finally:
+        cluster.brokers[paused].proc.send_signal(signal.SIGCONT)

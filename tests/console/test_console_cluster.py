@@ -13,13 +13,14 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
+from tests.client_waits import consume_and_commit
 from tests.cluster.processes import IDS, RF3, Cluster, cluster_fixture, partitions
 from tests.console.browser import screenshot, text_of, until
 from tests.console.console_process import ConsoleProcess
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import OffsetSpec
 
 LAG_MS = 800  # replica.lag.time.max.ms: a paused follower leaves the ISRs within a second
@@ -45,19 +46,7 @@ def _seed(bootstrap: str) -> dict[tuple[str, int], int]:
             for i in range(10 - (p == 0)):
                 producer.send("rf3", value=b"v%d" % i, partition=p)
         producer.flush(20)
-        consumer = KafkaConsumer("rf3", bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, client_id="console-test")
-        try:
-            seen = [0]
-
-            def all_read() -> bool:
-                seen[0] += sum(len(v) for v in consumer.poll(500).values())
-                return seen[0] >= 60
-
-            until(all_read, "GROUP's consumer reading the 60 records", timeout=60, interval=0)
-            consumer.commit()
-        finally:
-            consumer.close()
+        consume_and_commit(bootstrap, "rf3", GROUP, 60)
         for p, n in ((1, 7), (4, 3)):
             for i in range(n):
                 producer.send("rf3", value=b"late%d" % i, partition=p)

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 
+from tests.client_waits import consume_and_commit
 from tests.compat.reference_kafka import ReferenceKafka
-from tests.console.browser import screenshot, text_of, until
+from tests.console.browser import screenshot, text_of
 from tests.console.console_process import ConsoleProcess
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
 GROUP = "kafka-readers"
 
@@ -42,19 +43,7 @@ def _seed(bootstrap: str) -> None:
         for i in range(1, 6):
             producer.send("events", key=b"k%d" % i, value=b"plain %d" % i)
         producer.flush(20)
-        consumer = KafkaConsumer("events", bootstrap_servers=bootstrap, group_id=GROUP,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
-        try:
-            seen = [0]
-
-            def all_read() -> bool:
-                seen[0] += sum(len(v) for v in consumer.poll(500).values())
-                return seen[0] >= 6
-
-            until(all_read, "the group's consumer reading 6 records", timeout=60, interval=0)
-            consumer.commit()
-        finally:
-            consumer.close()
+        consume_and_commit(bootstrap, "events", GROUP, 6)
         for i in range(4):
             producer.send("events", value=b"late %d" % i)
         producer.flush(20)

@@ -192,8 +192,13 @@ async def group_page(request: web.Request) -> web.Response:
     return render(request, "group.html", g=g)
 
 
+def _by_name(groups: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Groups keyed by name for the pages' scripts (a position would move as groups come and go)."""
+    return {g["group"]: g for g in groups}
+
+
 async def groups_api(request: web.Request) -> web.Response:
-    return web.json_response(await _groups(request.app[CONSOLE]))
+    return web.json_response(_by_name(await _groups(request.app[CONSOLE])))
 
 
 async def live_page(request: web.Request) -> web.Response:
@@ -206,7 +211,7 @@ async def live_api(request: web.Request) -> web.Response:
     """What the live view refreshes: the overview's counts, every group's lag, throughput."""
     c = request.app[CONSOLE]
     view = await c.ask(cluster_view.overview, c.admin)
-    return web.json_response({"overview": view, "groups": await _groups(c), "throughput": c.throughput(),
+    return web.json_response({"overview": view, "groups": _by_name(await _groups(c)), "throughput": c.throughput(),
                               "at": time.time()}, dumps=lambda o: json.dumps(o, default=str))
 
 

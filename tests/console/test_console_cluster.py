@@ -25,7 +25,7 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
 
 LAG_MS = 800  # replica.lag.time.max.ms: a paused follower leaves the ISRs within a second
 cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
-GROUP = "console-readers"
+GROUP = "console.readers"  # a dot: the live pages key groups by name, not by a dotted path
 HEADER = ("trace-id", b"abc-123")
 KEY, VALUE = b"order-17", {"item": "lamp", "qty": 2}
 
@@ -47,12 +47,26 @@ def _seed(bootstrap: str) -> dict[tuple[str, int], int]:
                 producer.send("rf3", value=b"v%d" % i, partition=p)
         producer.flush(20)
         consume_and_commit(bootstrap, "rf3", GROUP, 60)
-        for p, n in ((1, 7), (4, 3)):
+    finally:
+        producer.close(5)
+    _produce(bootstrap, {1: 7, 4: 3})
+    return _lags(bootstrap)
+
+
+def _produce(bootstrap: str, counts: dict[int, int]) -> None:
+    """counts[p] more records to rf3-p."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=20_000)
+    try:
+        for p, n in counts.items():
             for i in range(n):
                 producer.send("rf3", value=b"late%d" % i, partition=p)
         producer.flush(20)
     finally:
         producer.close(5)
+
+
+def _lags(bootstrap: str) -> dict[tuple[str, int], int]:
+    """GROUP's lag per partition as the cluster answers it: ListOffsets(latest) - OffsetFetch."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
     try:
         committed = admin.list_group_offsets(GROUP)[GROUP]
@@ -77,23 +91,31 @@ async def test_the_pages_show_what_the_cluster_answers(cluster: Cluster, browser
 
 async def _check_pages(cluster: Cluster, browser: Any, console: ConsoleProcess, cid: int,
                        lags: dict[tuple[str, int], int]) -> None:
-    view = await cluster.until_all_agree(lambda m: "__consumer_offsets" in m["topics"], "the offsets topic")
+    await cluster.until_all_agree(lambda m: "__consumer_offsets" in m["topics"] and _under_replicated(m) == 0,
+                                  "the offsets topic, every ISR full")
+
+    def shows_the_answer(page: str, matches: Any) -> None:
+        """Load `page` until what it shows `matches` Metadata as the controller's broker answers
+        it just after (bounded: a page and an answer taken while an ISR changes may differ)."""
+        def check() -> bool:
+            browser.get(console.url + page)
+            return matches(cluster.metadata(cid))
+        until(check, f"{page} showing the cluster's answer", 30.0, 0.5)
 
     def overview() -> None:
-        browser.get(console.url + "/")
-        assert text_of(browser, "broker-count") == "3"
-        assert text_of(browser, "controller") == str(cid)
-        assert text_of(browser, "under-replicated") == "0" == str(_under_replicated(view))
-        assert text_of(browser, "offline") == "0"
+        shows_the_answer("/", lambda m: text_of(browser, "under-replicated") == str(_under_replicated(m))
+                         and text_of(browser, "broker-count") == str(len(m["brokers"]))
+                         and text_of(browser, "controller") == str(m["controller_id"]))
+        assert text_of(browser, "broker-count") == "3" and text_of(browser, "controller") == str(cid)
+        assert text_of(browser, "under-replicated") == "0" and text_of(browser, "offline") == "0"
         assert "without --metrics" in text_of(browser, "no-metrics")  # no numbers made up
         until(lambda: text_of(browser, "live-status").startswith("updated"), "the first live refresh")
         screenshot(browser, "overview")
 
     def topics() -> None:
-        browser.get(console.url + "/topics")
-        for p, s in partitions(view, "rf3").items():
-            assert text_of(browser, f"isr-rf3-{p}") == ",".join(map(str, s[4]))
-            assert text_of(browser, f"leader-rf3-{p}") == str(s[1])
+        shows_the_answer("/topics", lambda m: all(
+            text_of(browser, f"isr-rf3-{p}") == ",".join(map(str, s[4])) and text_of(browser, f"leader-rf3-{p}") == str(s[1])
+            for p, s in partitions(m, "rf3").items()))
         screenshot(browser, "topics")
 
     def messages() -> None:
@@ -117,7 +139,16 @@ async def _check_pages(cluster: Cluster, browser: Any, console: ConsoleProcess, 
             assert row.find_element(By.CSS_SELECTOR, ".lag").text == str(lag)
         screenshot(browser, "group")
 
-    for check in (overview, topics, messages, groups):
+    def live_lag() -> None:
+        """The live page, not reloaded, follows the group's lag as more records arrive."""
+        browser.get(console.url + "/live")
+        assert text_of(browser, f"live-lag-{GROUP}") == str(sum(lags.values()))
+        _produce(console.bootstrap, {2: 5})
+        answered = sum(_lags(console.bootstrap).values())
+        assert answered == sum(lags.values()) + 5
+        until(lambda: text_of(browser, f"live-lag-{GROUP}") == str(answered), "the live lag after 5 more records")
+
+    for check in (overview, topics, messages, groups, live_lag):
         await asyncio.to_thread(check)
     await _check_a_paused_follower(cluster, browser, console, cid)
 

@@ -134,7 +134,16 @@ def group_lags(admin: Any, group: str) -> dict[str, Any]:
             "active": bool(info["members"]) or info["group_state"] not in INACTIVE}
 
 
-def groups(admin: Any) -> list[dict[str, Any]]:
-    """Every consumer group ListGroups reports, each as group_lags describes it."""
-    names = sorted(g["group_id"] for g in admin.list_groups())
-    return [group_lags(admin, name) for name in names]
+def groups(admin: Any) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    """Every consumer group ListGroups reports, each as group_lags describes it; and the
+    brokers whose ListGroups failed, with why. Each broker is asked on its own, as it is now in
+    the cluster's metadata (not as it was when the console started: it runs for days), so one
+    that does not answer costs only the groups it coordinates."""
+    names: set[str] = set()
+    failed: dict[int, str] = {}
+    for broker in sorted(b.node_id for b in admin._manager.cluster.brokers()):
+        try:
+            names.update(g["group_id"] for g in admin.list_groups(broker_ids=[broker]))
+        except Exception as e:  # shown on the page; the other brokers' groups still are
+            failed[broker] = error_text(e)
+    return [group_lags(admin, name) for name in sorted(names)], failed

@@ -173,14 +173,15 @@ async def messages_page(request: web.Request) -> web.Response:
                   timestamp=request.query.get("timestamp", ""))
 
 
-async def _groups(c: Console) -> list[dict[str, Any]]:
-    found = await c.ask(cluster_view.groups, c.admin)
+async def _groups(c: Console) -> tuple[list[dict[str, Any]], dict[int, str]]:
+    found, failed = await c.ask(cluster_view.groups, c.admin)
     c.note_lags(found)
-    return found
+    return found, failed
 
 
 async def groups_page(request: web.Request) -> web.Response:
-    return render(request, "groups.html", groups=await _groups(request.app[CONSOLE]))
+    found, failed = await _groups(request.app[CONSOLE])
+    return render(request, "groups.html", groups=found, groups_failed=failed)
 
 
 async def group_page(request: web.Request) -> web.Response:
@@ -198,20 +199,23 @@ def _by_name(groups: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 async def groups_api(request: web.Request) -> web.Response:
-    return web.json_response(_by_name(await _groups(request.app[CONSOLE])))
+    return web.json_response(_by_name((await _groups(request.app[CONSOLE]))[0]))
 
 
 async def live_page(request: web.Request) -> web.Response:
     c = request.app[CONSOLE]
+    found, failed = await _groups(c)
     return render(request, "live.html", view=await c.ask(cluster_view.overview, c.admin),
-                  groups=await _groups(c), throughput=c.throughput())
+                  groups=found, groups_failed=failed, throughput=c.throughput())
 
 
 async def live_api(request: web.Request) -> web.Response:
     """What the live view refreshes: the overview's counts, every group's lag, throughput."""
     c = request.app[CONSOLE]
     view = await c.ask(cluster_view.overview, c.admin)
-    return web.json_response({"overview": view, "groups": _by_name(await _groups(c)), "throughput": c.throughput(),
+    found, failed = await _groups(c)
+    return web.json_response({"overview": view, "groups": _by_name(found), "groups_failed": failed,
+                              "throughput": c.throughput(),
                               "at": time.time()}, dumps=lambda o: json.dumps(o, default=str))
 
 

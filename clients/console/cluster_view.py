@@ -28,11 +28,21 @@ def partition_counts(described: list[dict[str, Any]]) -> dict[str, int]:
             "under_replicated": under}
 
 
-def _broker_versions(admin: Any) -> dict[int, str]:
+def _broker_versions(admin: Any, broker_ids: list[int]) -> dict[int, str]:
     """Broker id -> the version kafka-python inferred from that broker's ApiVersions answer
-    (and how many APIs it advertised), for the brokers this client has a connection to."""
+    (and how many APIs it advertised). kafka-python sends ApiVersions when it connects, so a
+    broker this client has no connection to yet is first sent an empty DescribeLogDirs (no
+    partitions: the cheapest request every broker answers); one that does not answer is left
+    out."""
+    conns = getattr(admin._manager, "_conns", {})
+    for broker in broker_ids:
+        if broker not in conns:
+            try:
+                admin._manager.run(admin._async_describe_log_dirs, (), [broker])
+            except Exception:  # the page says "not answering" for it
+                pass
     out: dict[int, str] = {}
-    for node_id, conn in list(getattr(admin._manager, "_conns", {}).items()):
+    for node_id, conn in list(conns.items()):
         data = getattr(conn, "broker_version_data", None)
         if isinstance(node_id, int) and data is not None:
             version = ".".join(str(v) for v in data.broker_version)
@@ -44,9 +54,9 @@ def overview(admin: Any) -> dict[str, Any]:
     """Cluster id, controller, brokers (host, port, rack, version) and the partition counts."""
     info = admin.describe_cluster()
     described = admin.describe_topics()
-    versions = _broker_versions(admin)
+    versions = _broker_versions(admin, [b["broker_id"] for b in info["brokers"]])
     brokers = [{"id": b["broker_id"], "host": b["host"], "port": b["port"], "rack": b.get("rack"),
-                "fenced": bool(b.get("is_fenced")), "version": versions.get(b["broker_id"], "not connected yet")}
+                "fenced": bool(b.get("is_fenced")), "version": versions.get(b["broker_id"], "not answering")}
                for b in sorted(info["brokers"], key=lambda b: b["broker_id"])]
     return {"cluster_id": info.get("cluster_id"), "controller": info.get("controller_id"), "brokers": brokers,
             **partition_counts(described)}

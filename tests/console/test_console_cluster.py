@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from selenium.webdriver.common.by import By
 
 from tests.client_waits import consume_and_commit
-from tests.cluster.processes import IDS, RF3, Cluster, cluster_fixture, partitions
+from tests.cluster.processes import IDS, RF3, Cluster, partitions, running_cluster
 from tests.console.browser import screenshot, text_of, until
 from tests.console.console_process import ConsoleProcess
+from tests.zookeeper import ZooKeeperServer
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -24,7 +29,16 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
     from kafka.admin import OffsetSpec
 
 LAG_MS = 800  # replica.lag.time.max.ms: a paused follower leaves the ISRs within a second
-cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
+
+
+@pytest.fixture
+async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Brokers 1-3 in racks r1-r3, all stopped at teardown."""
+    async with running_cluster(zookeeper, tmp_path, (f"replica.lag.time.max.ms={LAG_MS}",),
+                               {i: (f"broker.rack=r{i}",) for i in IDS}) as c:
+        yield c
+
+
 GROUP = "console.readers"  # a dot: the live pages key groups by name, not by a dotted path
 HEADER = ("trace-id", b"abc-123")
 KEY, VALUE = b"order-17", {"item": "lamp", "qty": 2}
@@ -107,6 +121,9 @@ async def _check_pages(cluster: Cluster, browser: Any, console: ConsoleProcess, 
                          and text_of(browser, "broker-count") == str(len(m["brokers"]))
                          and text_of(browser, "controller") == str(m["controller_id"]))
         assert text_of(browser, "broker-count") == "3" and text_of(browser, "controller") == str(cid)
+        for i in IDS:  # its rack; the version kafka-python infers from the broker's own ApiVersions answer
+            assert re.search(rf"^{i} [0-9.:]+ \d+ r{i} \d+\.\d+ \(\d+ APIs\)", text_of(browser, f"broker-{i}")), \
+                text_of(browser, f"broker-{i}")
         assert text_of(browser, "under-replicated") == "0" and text_of(browser, "offline") == "0"
         assert "without --metrics" in text_of(browser, "no-metrics")  # no numbers made up
         until(lambda: text_of(browser, "live-status").startswith("updated"), "the first live refresh")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -92,14 +93,20 @@ def read_values(bootstrap: str, topic: str, partitions: int | Sequence[int], iso
     """The values of the partitions (the first n, or those named) from the beginning to their end
     for `isolation` (the last stable offset for read_committed: librdkafka's partition EOF),
     sorted."""
+    return sorted(read_records(bootstrap, topic, partitions, isolation, timeout).values())
+
+
+def read_records(bootstrap: str, topic: str, partitions: int | Sequence[int], isolation: str,
+                 timeout: float = 30.0, **config: Any) -> dict[tuple[int, int], bytes]:
+    """read_values' records by (partition, offset); `config` adds consumer settings."""
     if isinstance(partitions, int):
         partitions = range(partitions)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "isolation.level": isolation})
+                  "enable.partition.eof": True, "isolation.level": isolation, **config})
     try:
         c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in partitions])
         pending = set(partitions)
-        values: list[bytes] = []
+        records: dict[tuple[int, int], bytes] = {}
         deadline = time.monotonic() + timeout
         while pending:
             assert time.monotonic() < deadline, f"{topic} partitions {sorted(pending)} not read to their end"
@@ -110,7 +117,7 @@ def read_values(bootstrap: str, topic: str, partitions: int | Sequence[int], iso
                 assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
                 pending.discard(m.partition())
                 continue
-            values.append(m.value())
-        return sorted(values)
+            records[(m.partition(), m.offset())] = m.value()
+        return records
     finally:
         c.close()

@@ -2,8 +2,8 @@
 fault test can cut one broker off from the other brokers, from ZooKeeper, or from the clients,
 separately (issue #15's fault tests).
 
-Topology (one private /24 per test process, 10.77.<n>.0/24 with n from the pid, so two test runs
-on one machine do not collide):
+Topology (one private /24 per cluster, 10.77.<n>.0/24 with n from the pid and the number of clusters the
+process opened before, so two test runs on one machine, or two tests of one run, do not collide):
 
     root namespace: bridge odbr<n>, 10.77.<n>.1 (the clients' source address: the test's
                     producers/consumers) and 10.77.<n>.2 (ZooKeeper listens only there)
@@ -24,6 +24,7 @@ says why not when it cannot work, so the tests skip with that reason instead of 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import signal
@@ -48,6 +49,7 @@ with warnings.catch_warnings():  # kafka-python's first import uses importlib.re
     from kafka.admin import NewTopic
 
 IDS = (1, 2, 3)
+_CLUSTERS = itertools.count()  # clusters opened by this process so far
 BROKER_PORT = 9092
 CHROOT = "/odradek"
 
@@ -118,7 +120,9 @@ class NetnsCluster:
         self.root = root
         self.overrides = overrides
         self.session_ms = session_ms
-        self._name(20 + os.getpid() % 200)
+        # a new subnet for each cluster of a process: a client an earlier test left behind (a
+        # librdkafka handle not yet destroyed) must not reach, or auto-create topics on, this one
+        self._name(20 + (os.getpid() + 7 * next(_CLUSTERS)) % 200)
         self.brokers: dict[int, BrokerProcess] = {}
         self.cuts: dict[int, set[str]] = {i: set() for i in IDS}
         self._owns_network = False

@@ -5,22 +5,14 @@ One topic, 3 partitions, replication factor 3, min.insync.replicas=2. Several id
 kafka-python producers send with acks=all, every value unique, and one more with acks=1 (whose
 losses are allowed, and counted); a live consumer reads along from the start of every partition,
 and a consumer-group member reads too, committing (synchronously) what it read after each poll and
-reading the group's committed offsets back every half second. Meanwhile a nemesis injects faults
-one after the other, at random moments and for random durations (seeded, the seed is printed):
-
-- kill-leader: kill -9 the leader of a random partition, restart it after a while;
-- kill-two: kill -9 that leader and another broker, restart both (meanwhile acks=all cannot be
-  satisfied: min.insync.replicas=2);
-- pause-leader: SIGSTOP the leader for longer than its ZooKeeper session, then SIGCONT (a zombie
-  leader must not acknowledge acks=all writes);
-- isolate-leader: cut the leader off from the other brokers and ZooKeeper while the clients still
-  reach it, longer than the session, then heal;
-- isolate-follower: cut a follower off from the other brokers (the ISR shrinks, then expands);
-- rolling-restart: SIGTERM each broker in turn (a controlled shutdown: the controller moves its
-  leaderships away first), wait for it to exit, restart it, and wait for full ISRs before the next;
-- torn-log-dir: kill -9 the leader, and while it is down cut 1 byte to 4 KiB off the active
-  segment of some of its jepsen partitions (and maybe append garbage to another's), then restart
-  it: it must truncate the torn tail and fetch again from the new leader.
+reading the group's committed offsets back every half second. Meanwhile a nemesis
+(tests/fault/nemesis.py, shared with the transactional checker) injects faults one after the other,
+at random moments and for random durations (seeded, the seed is printed), each on the leader of a
+random partition (a follower for isolate-follower): kill-leader, kill-two, pause-leader (longer
+than the ZooKeeper session: a zombie leader must not acknowledge acks=all writes), isolate-leader
+(from the brokers and ZooKeeper, the clients still reach it), isolate-follower, rolling-restart
+(SIGTERM: controlled shutdowns) and torn-log-dir (a killed leader's active segments cut or
+garbage-extended while it is down); nemesis.py describes each.
 
 Between two faults the cluster must recover (every partition led, all three replicas in the ISR).
 At the end the faults are healed, and two fresh consumers read every partition to its end.
@@ -51,10 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import os
 import random
-import signal
 import threading
 import time
 import warnings
@@ -65,6 +55,18 @@ from typing import Any
 
 import pytest
 
+from tests.fault.nemesis import (
+    BEFORE,
+    SCENARIOS,
+    FaultLog,
+    FaultTable,
+    Watched,
+    dump_logs,
+    fault_cluster,
+    healthy,
+    nemesis,
+    seeded_faults,
+)
 from tests.fault.netns import IDS, NetnsCluster, available
 
 with warnings.catch_warnings():  # kafka-python's first import uses importlib.resources.read_text
@@ -75,50 +77,33 @@ FULL = os.environ.get("ODRADEK_FAULT_FULL") == "1"
 TOPIC = "jepsen"
 PARTITIONS = 3
 ASSIGNMENT = {p: [IDS[(p + i) % 3] for i in range(3)] for p in range(PARTITIONS)}
-SESSION_MS = 3000
+WATCHED = Watched(TOPIC, PARTITIONS)
 PRODUCERS = 3
 RATE = 300  # records/s per producer: a steady load through every fault of a long run
 MAX_RECORDS_PER_PRODUCER = 200_000  # a bound; the run's end normally stops the producers first
-RECOVER_S = 45.0
-SCENARIOS = ("kill-leader", "kill-two", "pause-leader", "isolate-leader", "isolate-follower", "rolling-restart",
-             "torn-log-dir")
 FULL_SEEDS = 7
 FAULTS_PER_SEED = 15  # each scenario twice and one more: 7 x 15 = 105 trials
 GROUP = "jepsen-group"
 READ_BACK_S = 0.5  # how often the group member reads its group's committed offsets back
-TEAR_MAX = 4096  # torn-log-dir cuts 1..TEAR_MAX bytes (never more than the segment holds)
 
 UNAVAILABLE = available()
 needs_netns = pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")
 
 
 @dataclass
-class History:
+class History(FaultLog):
     """What the clients and the nemesis did, with times relative to the run's start."""
 
-    t0: float = field(default_factory=time.monotonic)
     acked: dict[bytes, tuple[int, int, float]] = field(default_factory=dict)  # value -> partition, offset, t
     acked1: dict[bytes, tuple[int, int, float]] = field(default_factory=dict)  # the same, of acks=1 sends
     failed: dict[bytes, str] = field(default_factory=dict)  # value -> error of a send not acknowledged
     seen: dict[tuple[int, int], bytes] = field(default_factory=dict)  # live consumer: (partition, offset) -> value
     seen_conflicts: list[tuple[int, int, bytes, bytes, float]] = field(default_factory=list)
-    events: list[tuple[float, str]] = field(default_factory=list)
     # the group member, in the order it happened: ("commit" | "read", partition, offset, t); a read
     # of no committed offset is -1
     group_log: list[tuple[str, int, int, float]] = field(default_factory=list)
     group_errors: int = 0  # commits and read-backs that failed (retried on the next poll)
     group_rewinds: int = 0  # polls that gave records below what was committed (re-read after a rejoin)
-    faults: list[tuple[float, str]] = field(default_factory=list)  # (injected at, scenario)
-    healthy_after: list[float] = field(default_factory=list)  # seconds from each fault to full ISRs
-    controlled_shutdowns: list[bool] = field(default_factory=list)  # rolling-restart: each one's success
-    tears: list[tuple[str, int]] = field(default_factory=list)  # torn-log-dir: ("cut" | "garbage", bytes)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def now(self) -> float:
-        return time.monotonic() - self.t0
-
-    def event(self, text: str) -> None:
-        self.events.append((round(self.now(), 2), text))
 
 
 def produce(cluster: NetnsCluster, k: int, history: History, stop: threading.Event) -> None:
@@ -305,172 +290,17 @@ def check(history: History, reads: list[dict[tuple[int, int], bytes]]) -> dict[s
     }
 
 
-def leader_of(view: dict[str, Any], p: int) -> int:
-    return view["topics"][TOPIC][2][p][1]
-
-
-def healthy(view: dict[str, Any]) -> bool:
-    parts = view["topics"].get(TOPIC, (0, None, {}))[2]
-    return len(parts) == PARTITIONS and all(s[0] == 0 and s[1] in IDS and sorted(s[4]) == list(IDS)
-                                            for s in parts.values())
-
-
-def tear(log_dir: Path, history: History, rng: random.Random) -> None:
-    """A crash's torn writes in a stopped broker's log dir: 1..TEAR_MAX bytes (at most the file)
-    cut off the active segment (the newest .log) of a random non-empty subset of the jepsen
-    partition directories; half the time also random bytes appended to another's."""
-    active = {}
-    for q in range(PARTITIONS):
-        segments = sorted((log_dir / f"{TOPIC}-{q}").glob("*.log"))
-        if segments:
-            active[q] = segments[-1]
-    assert active, f"no {TOPIC} partition directory in {log_dir}"
-    torn = rng.sample(sorted(active), rng.randint(1, len(active)))
-    for q in torn:
-        size = active[q].stat().st_size
-        if size == 0:
-            history.event(f"{active[q].parent.name}/{active[q].name} is empty: nothing to cut")
-            continue
-        cut = rng.randint(1, min(size, TEAR_MAX))
-        os.truncate(active[q], size - cut)
-        history.tears.append(("cut", cut))
-        history.event(f"cut {cut} of {size} bytes off {active[q].parent.name}/{active[q].name}")
-    if rng.random() < 0.5:
-        q = rng.choice([q for q in sorted(active) if q not in torn] or torn)
-        garbage = rng.randbytes(rng.randint(1, TEAR_MAX))
-        with open(active[q], "ab") as f:
-            f.write(garbage)
-        history.tears.append(("garbage", len(garbage)))
-        history.event(f"appended {len(garbage)} garbage bytes to {active[q].parent.name}/{active[q].name}")
-
-
-async def inject(cluster: NetnsCluster, history: History, rng: random.Random, name: str, victim: int) -> None:
-    """One fault on broker `victim`, held until it took effect (the others saw its session expire,
-    or the ISRs shrink) and a random while more, then undone."""
-    b = cluster.brokers[victim]
-    assert b.proc is not None
-    others = [i for i in IDS if i != victim]
-
-    async def expired(gone: tuple[int, ...] = (victim,)) -> None:
-        """Until the other brokers no longer list the victims (their ZooKeeper sessions expired):
-        the proof that the fault took effect."""
-        await cluster.until_all_agree(lambda m: not set(gone) & {x[0] for x in m["brokers"]},
-                                      f"broker {gone}'s session expired", among=[i for i in IDS if i not in gone],
-                                      timeout=RECOVER_S)
-        history.event(f"broker {gone}'s session expired")
-
-    if name == "kill-leader":
-        b.kill()
-        await asyncio.sleep(rng.uniform(0.2, 3.0))
-        # as Kafka's, a broker restarted before its old session expired refuses to start
-        # (its /brokers/ids znode still belongs to the old session): wait for the expiry
-        await expired()
-        history.event(f"restart broker {victim}")
-        await asyncio.to_thread(b.start)
-    elif name == "kill-two":
-        second = rng.choice(others)
-        history.event(f"kill broker {second} too")
-        b.kill()
-        cluster.brokers[second].kill()
-        await asyncio.sleep(rng.uniform(0.2, 3.0))
-        await expired((victim, second))
-        for i in rng.sample([victim, second], 2):
-            history.event(f"restart broker {i}")
-            await asyncio.to_thread(cluster.brokers[i].start)
-    elif name == "pause-leader":
-        b.proc.send_signal(signal.SIGSTOP)
-        await expired()
-        await asyncio.sleep(rng.uniform(0.0, 2.0))
-        history.event(f"SIGCONT broker {victim}")
-        b.proc.send_signal(signal.SIGCONT)
-    elif name == "rolling-restart":
-        for i in [victim, *rng.sample(others, 2)]:
-            broker = cluster.brokers[i]
-            mark = len(broker.lines)
-            history.event(f"SIGTERM broker {i}")
-            code = await asyncio.to_thread(broker.stop, 60)
-            controlled = any("Controlled shutdown request returned successfully" in line
-                             for line in broker.lines[mark:])
-            history.event(f"broker {i} exited {code}, controlled shutdown {'done' if controlled else 'FAILED'}")
-            history.controlled_shutdowns.append(controlled)
-            assert code == 0, f"broker {i} exited {code} after SIGTERM"
-            await asyncio.to_thread(broker.start)
-            history.event(f"restarted broker {i}")
-            await cluster.until_all_agree(healthy, f"full ISRs after broker {i}'s restart", timeout=RECOVER_S)
-            history.event(f"full ISRs after broker {i}'s restart")
-    elif name == "torn-log-dir":
-        b.kill()
-        await expired()
-        tear(b.log_dir, history, rng)
-        history.event(f"restart broker {victim}")
-        mark = len(b.lines)
-        await asyncio.to_thread(b.start)
-        # a cut that ends on a batch boundary leaves nothing invalid: counted, not required
-        truncated = [line for line in b.lines[mark:] if "invalid bytes at the end of segment" in line
-                     and f"/{TOPIC}-" in line]
-        history.tears.append(("truncated", len(truncated)))
-        history.event(f"broker {victim} recovered: {truncated}")
-    elif name == "isolate-leader":
-        cluster.cut(victim, peers=True, zookeeper=True)
-        await expired()
-        await asyncio.sleep(rng.uniform(0.0, 2.0))
-        history.event(f"heal broker {victim}")
-        cluster.heal(victim)
-    else:
-        # still in ZooKeeper, the victim keeps leading what it led (with its ISR frozen: the
-        # controller is out of its reach, as in Kafka); the partitions it follows drop it
-        cluster.cut(victim, peers=True)
-        await cluster.until_all_agree(
-            lambda m: all(victim not in s[4] for s in m["topics"][TOPIC][2].values() if s[1] != victim),
-            f"broker {victim} out of the ISRs of the partitions it follows", among=others, timeout=RECOVER_S)
-        history.event(f"broker {victim} out of the ISRs it follows")
-        await asyncio.sleep(rng.uniform(0.0, 2.0))
-        history.event(f"heal broker {victim}")
-        cluster.heal(victim)
-
-
-async def nemesis(cluster: NetnsCluster, history: History, rng: random.Random, faults: list[str],
-                  counts: dict[str, int]) -> None:
-    """Inject `faults` in order; before each, wait for a healthy cluster and a random while."""
-    for name in faults:
-        view = await cluster.until_all_agree(healthy, f"recovered before {name}", timeout=RECOVER_S)
-        if history.faults:
-            history.healthy_after.append(round(history.now() - history.faults[-1][0], 2))
-        await asyncio.sleep(rng.uniform(0.5, 2.0))
-        p = rng.randrange(PARTITIONS)
-        leader = leader_of(view, p)
-        # a follower cut from its peers leaves the ISRs through the controller (AlterPartition): when
-        # it is the controller itself, no ISR can change (as in Kafka) -- so not the controller
-        victim = leader if name != "isolate-follower" else rng.choice(
-            [i for i in IDS if i not in (leader, view["controller_id"])])
-        history.event(f"{name} broker {victim} (partition {p}, leaders "
-                      f"{[leader_of(view, q) for q in range(PARTITIONS)]}, epochs "
-                      f"{[view['topics'][TOPIC][2][q][2] for q in range(PARTITIONS)]})")
-        history.faults.append((history.now(), name))
-        await inject(cluster, history, rng, name, victim)
-        counts[name] = counts.get(name, 0) + 1
-    view = await cluster.until_all_agree(healthy, "recovered after the last fault", timeout=RECOVER_S)
-    if history.faults:
-        history.healthy_after.append(round(history.now() - history.faults[-1][0], 2))
-    history.event(f"recovered, leaders {[leader_of(view, q) for q in range(PARTITIONS)]}")
-
-
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[NetnsCluster]:
-    c = NetnsCluster(tmp_path, (f"replica.lag.time.max.ms={SESSION_MS // 2}", "min.insync.replicas=2",
-                                "auto.leader.rebalance.enable=false"), session_ms=SESSION_MS)
-    try:
-        await c.open()
+    async with fault_cluster(tmp_path) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def run(cluster: NetnsCluster, tmp_path: Path, seed: int, faults: list[str]) -> dict[str, Any]:
     """One run: the workload under `faults`, then the final reads and the check."""
     rng = random.Random(seed)
     await asyncio.to_thread(cluster.create_topic, TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-    await cluster.until_all_agree(healthy, "the topic created")
+    await cluster.until_all_agree(healthy(WATCHED), "the topic created")
     history = History()
     stop = threading.Event()
     threads = [threading.Thread(target=produce, args=(cluster, k, history, stop), daemon=True)
@@ -481,10 +311,10 @@ async def run(cluster: NetnsCluster, tmp_path: Path, seed: int, faults: list[str
         t.start()
     counts: dict[str, int] = {}
     try:
-        await nemesis(cluster, history, rng, faults, counts)
+        await nemesis(cluster, WATCHED, history, rng, faults, counts)
         await asyncio.sleep(1.0)  # the producers write on the recovered cluster too
     except AssertionError as e:
-        _dump_logs(cluster, tmp_path)
+        dump_logs(cluster, tmp_path)
         raise AssertionError(f"seed {seed}: {e}\nevents: {history.events}\nbroker logs in {tmp_path}") from e
     finally:
         stop.set()
@@ -503,18 +333,13 @@ async def run(cluster: NetnsCluster, tmp_path: Path, seed: int, faults: list[str
     anomalies = {k: result[k] for k in ANOMALIES if result[k]}
     _tally(history, result, set(reads[0].values()))
     if anomalies:
-        _dump_logs(cluster, tmp_path)
+        dump_logs(cluster, tmp_path)
         history.events.sort()
         raise AssertionError(
             f"seed {seed}: anomalies {_short(anomalies)}\ncounts { {k: v for k, v in result.items() if k not in anomalies} }"
             f"\nacked at: { {v: history.acked.get(v) for v in list(result['lost'])[:10]} }"
             f"\nevents: {history.events}\nbroker logs in {tmp_path}")
     return result
-
-
-def _dump_logs(cluster: NetnsCluster, tmp_path: Path) -> None:
-    for i, b in cluster.brokers.items():
-        (tmp_path / f"broker-{i}.log").write_text(b.log_text())
 
 
 def _short(anomalies: dict[str, Any]) -> dict[str, Any]:
@@ -533,84 +358,46 @@ def _report(result: dict[str, Any]) -> None:
             f"{result['group_rewinds']} re-reads after a rejoin); controlled shutdowns {ok} of {tried}; "
             f"torn: {cuts} segments cut ({cut} bytes), {garbages} garbage appends ({garbage} bytes), "
             f"{truncated} torn tails truncated by recovery")
-    _SEED_LINES.append(line)
-    _emit(line)
-
-
-def _emit(line: str, reporter: Any = None) -> None:
-    """Print a line (through pytest's terminal reporter when given: shown without -s) and append
-    it to $ODRADEK_FAULT_TABLE if set."""
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
-        print(line)
-    if os.environ.get("ODRADEK_FAULT_TABLE"):
-        with open(os.environ["ODRADEK_FAULT_TABLE"], "a") as f:
-            f.write(line + "\n")
+    TABLE.report(line)
 
 
 # the per-scenario table over every run of the session: scenario -> column -> sum
 TABLE_COLUMNS = ("trials", "acked", "lost", "duplicated", "acks1_acked", "acks1_lost", "offsets_backwards",
                  "to_healthy_s")
-_TABLE: dict[str, dict[str, float]] = {}
-_TABLE_SEEDS: list[int] = []
-_SEED_LINES: list[str] = []  # the runs' lines, printed again above the table
-BEFORE = "(before 1st fault)"
+TABLE = FaultTable(TABLE_COLUMNS)
 
 
 def _tally(history: History, result: dict[str, Any], present: set[bytes]) -> None:
     """Add a run to the table: each record to the fault whose period (its injection to the next
     one's) holds the moment the record was acknowledged (lost, duplicated, backwards likewise)."""
-    starts = [t for t, _ in history.faults]
-
     def period(t: float | None) -> str:
-        if t is None:
-            return "(not acknowledged)"
-        i = bisect.bisect_right(starts, t) - 1
-        return BEFORE if i < 0 else history.faults[i][1]
+        return TABLE.period(history, t, "(not acknowledged)")
 
-    def add(name: str, column: str, n: float = 1) -> None:
-        row = _TABLE.setdefault(name, dict.fromkeys(TABLE_COLUMNS, 0))
-        row[column] += n
-
-    for (_, name), seconds in zip(history.faults, history.healthy_after, strict=False):
-        add(name, "trials")
-        add(name, "to_healthy_s", seconds)
+    TABLE.add_trials(history, result["seed"])
     for v, (_p, _o, t) in history.acked.items():
-        add(period(t), "acked")
+        TABLE.add(period(t), "acked")
         if v not in present:
-            add(period(t), "lost")
+            TABLE.add(period(t), "lost")
     for v, (_p, _o, t) in history.acked1.items():
-        add(period(t), "acks1_acked")
+        TABLE.add(period(t), "acks1_acked")
         if v not in present:
-            add(period(t), "acks1_lost")
+            TABLE.add(period(t), "acks1_lost")
     for v in result["duplicated"]:
         at = history.acked.get(v) or history.acked1.get(v)
-        add(period(at[2] if at else None), "duplicated")
+        TABLE.add(period(at[2] if at else None), "duplicated")
     for _p, _o, _high, t in result["offsets-backwards"]:
-        add(period(t), "offsets_backwards")
-    _TABLE_SEEDS.append(result["seed"])
+        TABLE.add(period(t), "offsets_backwards")
 
 
 def _table_lines() -> list[str]:
-    names = [n for n in (BEFORE, *SCENARIOS, "(not acknowledged)") if n in _TABLE]
     header = (f"{'scenario':<20}{'trials':>7}{'acks=all acked':>15}{'lost':>6}{'dup':>5}{'acks=1 acked':>13}"
               f"{'acks=1 lost':>12}{'offsets back':>13}{'s to full ISRs':>15}")
-    lines = [f"per-scenario table, seeds {sorted(_TABLE_SEEDS)} (records by the fault period they were "
+    lines = [f"per-scenario table, seeds {sorted(TABLE.seeds)} (records by the fault period they were "
              "acknowledged in; acks=1 losses allowed)", header]
-    total = dict.fromkeys(TABLE_COLUMNS, 0.0)
-    for n in names:
-        row = _TABLE[n]
-        for c in TABLE_COLUMNS:
-            total[c] += row[c]
-        mean = f"{row['to_healthy_s'] / row['trials']:.1f}" if row["trials"] else "-"
+    for n, row, mean in TABLE.rows_with_total((BEFORE, *SCENARIOS, "(not acknowledged)")):
         lines.append(f"{n:<20}{row['trials']:>7.0f}{row['acked']:>15.0f}{row['lost']:>6.0f}{row['duplicated']:>5.0f}"
                      f"{row['acks1_acked']:>13.0f}{row['acks1_lost']:>12.0f}{row['offsets_backwards']:>13.0f}"
                      f"{mean:>15}")
-    mean = f"{total['to_healthy_s'] / total['trials']:.1f}" if total["trials"] else "-"
-    lines.append(f"{'total':<20}{total['trials']:>7.0f}{total['acked']:>15.0f}{total['lost']:>6.0f}"
-                 f"{total['duplicated']:>5.0f}{total['acks1_acked']:>13.0f}{total['acks1_lost']:>12.0f}"
-                 f"{total['offsets_backwards']:>13.0f}{mean:>15}")
     return lines
 
 
@@ -618,19 +405,7 @@ def _table_lines() -> list[str]:
 def fault_table(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the module's runs: the per-scenario table."""
     yield
-    if _TABLE:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            if reporter is not None:
-                reporter.write_line("")
-                for line in _SEED_LINES:
-                    reporter.write_line(line)
-            for line in _table_lines():
-                _emit(line, reporter)
-        _TABLE.clear()
-        _SEED_LINES.clear()
-        _TABLE_SEEDS.clear()
+    TABLE.after_module(request.config, _table_lines)
 
 
 @needs_netns
@@ -651,11 +426,7 @@ async def test_acks_all_survives_rolling_restart_and_torn_log(cluster, tmp_path)
 @pytest.mark.parametrize("seed", range(1, FULL_SEEDS + 1))
 @needs_netns
 async def test_jepsen_run(cluster, tmp_path, seed):
-    rng = random.Random(seed * 7919)
-    faults = [s for s in SCENARIOS for _ in range(FAULTS_PER_SEED // len(SCENARIOS))]
-    faults += rng.sample(SCENARIOS, FAULTS_PER_SEED - len(faults))
-    rng.shuffle(faults)
-    _report(await run(cluster, tmp_path, seed=seed, faults=faults))
+    _report(await run(cluster, tmp_path, seed=seed, faults=seeded_faults(seed, SCENARIOS, FAULTS_PER_SEED)))
 
 
 def test_checker_finds_each_anomaly():

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -64,6 +64,7 @@ from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 log = structlog.get_logger("odradek.txn")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,31 @@ class TransactionTimeouts:
         return cls(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                    config["transactional.id.expiration.ms"],
                    config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
+
+async def _to_the_end(step: Coroutine[Any, Any, T]) -> T:
+    """Run a coordinator request's step in a task of its own that the request cannot cancel.
+
+    A request's handler is cancelled when its client's connection closes (broker/network.py),
+    but a step that claimed a pending state must adopt or drop it, and an EndTxn whose Prepare*
+    is written must hand its markers on, whatever became of the client -- as Kafka's append
+    callbacks run. Cancelled in the middle, EndTxn left its id Ongoing with PrepareCommit
+    pending (its record written): every later request answered CONCURRENT_TRANSACTIONS, the
+    timeout never aborted it, and its partitions' last stable offset stayed put until the
+    coordinator moved (the Jepsen transactional workload's hanging transactions). The caller
+    still gets the answer when it waits; when it was cancelled, the step finishes alone."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_log_failure)
+        raise
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """A step whose request went away fails unseen by it: logged here instead."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("A transaction coordinator step failed after its request was gone", exc_info=task.exception())
 
 
 class TransactionCoordinator:
@@ -235,7 +261,13 @@ class TransactionCoordinator:
     async def handle_init_producer_id(
         self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
     ) -> InitProducerIdResult:
-        """Kafka's handleInitProducerId for a (non-null) transactional id."""
+        """Kafka's handleInitProducerId for a (non-null) transactional id (run to its end: see
+        `_to_the_end`)."""
+        return await _to_the_end(self._init_producer_id(transactional_id, transaction_timeout_ms, expected))
+
+    async def _init_producer_id(
+        self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
+    ) -> InitProducerIdResult:
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not self.state_manager.validate_transaction_timeout_ms(transaction_timeout_ms):
@@ -297,7 +329,12 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> int:
         """Kafka's handleAddPartitionsToTransaction (the client path): the error for every
-        partition of the request."""
+        partition of the request (run to its end: see `_to_the_end`)."""
+        return await _to_the_end(self._add_partitions(transactional_id, producer_id, producer_epoch, partitions))
+
+    async def _add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+    ) -> int:
         found = self._existing(transactional_id)
         if not isinstance(found, CoordinatorEpochAndTxnMetadata):
             return found
@@ -361,9 +398,9 @@ class TransactionCoordinator:
     async def handle_end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult
     ) -> int:
-        """Kafka's handleEndTransaction from a client."""
-        return await self._end_transaction(transactional_id, producer_id, producer_epoch, result,
-                                           is_from_client=True)
+        """Kafka's handleEndTransaction from a client (run to its end: see `_to_the_end`)."""
+        return await _to_the_end(self._end_transaction(transactional_id, producer_id, producer_epoch, result,
+                                                       is_from_client=True))
 
     async def _end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult,
@@ -421,6 +458,9 @@ class TransactionCoordinator:
                      f"{coordinator_epoch} failed")
             return error
         if not same:
+            log.info(f"Not sending {transactional_id}'s transaction markers after appending "
+                     f"{decision.transit.txn_state.state_name}: the partition was reloaded meanwhile (the new "
+                     "coordinator sends them)", coordinator_epoch=coordinator_epoch)
             return ErrorCode.NOT_COORDINATOR
         now = after
         assert isinstance(now, CoordinatorEpochAndTxnMetadata)
@@ -432,6 +472,10 @@ class TransactionCoordinator:
         complete = prepare_complete_transaction_transit(now.metadata, decision.transit.producer_id,
                                                         decision.transit.producer_epoch, result, self._clock_ms())
         if isinstance(complete, ErrorCode):
+            log.info(f"Aborting sending of transaction markers after appending {result.name} to the transaction log "
+                     f"and returning {error_name(complete)} error to client for {transactional_id}'s EndTransaction "
+                     "request", state=now.metadata.state.state_name,
+                     pending=now.metadata.pending_state.state_name if now.metadata.pending_state else None)
             return complete
         self._send_markers(now.coordinator_epoch, result, transactional_id, complete)
         return ErrorCode.NONE

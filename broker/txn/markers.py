@@ -330,8 +330,10 @@ class TransactionMarkerChannelManager:
                               f"broker {broker_id}: {'no answer' if error is None else error_name(error)}; retrying")
                 retry.add(tp)
         if retry:
-            log.debug(f"Retrying {txn.transactional_id}'s markers", partitions=sorted(retry),
-                      errors=sorted({error_name(errors.get(tp, -1)) for tp in retry}))
+            # at info, as Kafka's completion handler logs each retried partition
+            log.info(f"Sending {txn.transactional_id}'s transaction markers failed; retrying",
+                     broker=broker_id, partitions=sorted(retry),
+                     errors=sorted({error_name(errors.get(tp, -1)) for tp in retry}))
             self._retry_later(txn, retry)
         else:
             self._maybe_write_txn_completion(txn)

@@ -33,6 +33,10 @@ from protocol.errors import ErrorCode
 S = TransactionState
 PARTITIONS = 3
 TIMEOUT_MS = 60000
+# the transactions' topic: one in the metadata (a topic that is not would be dropped from the
+# markers at once, completing the transaction as soon as the loop lets the sender run), so that
+# its markers go to this broker's unbound listener and stay pending, whatever the scheduling
+TOPIC = TRANSACTION_STATE_TOPIC
 
 
 def config(tmp_path: Path, min_isr: int = 1) -> KafkaConfig:
@@ -95,12 +99,12 @@ def test_shard_replays_values_tombstones_and_skips_other_key_versions() -> None:
     empty = meta.prepare_increment_producer_epoch(TIMEOUT_MS, None, 1001)
     assert not isinstance(empty, ErrorCode)
     meta.complete_transition_to(empty)
-    ongoing = meta.prepare_add_partitions({("a", 0), ("b", 2)}, 1002)
+    ongoing = meta.prepare_add_partitions({(TOPIC, 0), ("b", 2)}, 1002)
     shard = TransactionShard(0)
     shard.replay(transaction_log_key("t"), value_to_bytes(empty))
     assert summary(shard.transactions["t"]) == (7, 0, S.EMPTY, frozenset(), TIMEOUT_MS)
     shard.replay(transaction_log_key("t"), value_to_bytes(ongoing))  # the latest record wins
-    assert summary(shard.transactions["t"]) == (7, 0, S.ONGOING, {("a", 0), ("b", 2)}, TIMEOUT_MS)
+    assert summary(shard.transactions["t"]) == (7, 0, S.ONGOING, {(TOPIC, 0), ("b", 2)}, TIMEOUT_MS)
     shard.replay(transaction_log_key("u"), value_to_bytes(empty))
     shard.replay(struct.pack(">h", 1) + b"\x00\x01t", value_to_bytes(empty))  # not a v0 key: skipped
     shard.replay(transaction_log_key("t"), None)  # a tombstone removes the id
@@ -170,10 +174,10 @@ async def test_add_partitions_and_end_txn_write_their_states(server: BrokerServe
     init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
     pid, epoch = init.producer_id, init.producer_epoch
     partition = tc.partition_for("t")
-    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("a", 0), ("a", 1)]) == ErrorCode.NONE
-    assert summary(state_of(tc, "t")) == (pid, 0, S.ONGOING, {("a", 0), ("a", 1)}, TIMEOUT_MS)
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [(TOPIC, 0), (TOPIC, 1)]) == ErrorCode.NONE
+    assert summary(state_of(tc, "t")) == (pid, 0, S.ONGOING, {(TOPIC, 0), (TOPIC, 1)}, TIMEOUT_MS)
     written = len(records(server, partition))
-    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [("a", 0)]) == ErrorCode.NONE
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [(TOPIC, 0)]) == ErrorCode.NONE
     assert len(records(server, partition)) == written  # already in the transaction: nothing written
     assert await tc.handle_add_partitions_to_transaction("t", pid + 1, epoch, [("b", 0)]) == \
         ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -182,7 +186,7 @@ async def test_add_partitions_and_end_txn_write_their_states(server: BrokerServe
         ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
     assert await tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT) == ErrorCode.NONE
-    assert summary(records(server, partition)[-1][1]) == (pid, 0, S.PREPARE_COMMIT, {("a", 0), ("a", 1)}, TIMEOUT_MS)
+    assert summary(records(server, partition)[-1][1]) == (pid, 0, S.PREPARE_COMMIT, {(TOPIC, 0), (TOPIC, 1)}, TIMEOUT_MS)
     assert state_of(tc, "t").state == S.PREPARE_COMMIT
     # waiting for its markers (CompleteCommit pending): a retry of either decision is
     # CONCURRENT_TRANSACTIONS, as Kafka answers while the pending transition is in progress
@@ -204,18 +208,18 @@ async def test_verify_partitions_checks_without_writing(server: BrokerServer) ->
     tc = await coordinator_of(server)
     init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
     pid = init.producer_id
-    await tc.handle_add_partitions_to_transaction("t", pid, 0, [("a", 0)])
+    await tc.handle_add_partitions_to_transaction("t", pid, 0, [(TOPIC, 0)])
     written = len(records(server, tc.partition_for("t")))
     verify = tc.handle_verify_partitions_in_transaction
-    assert verify("t", pid, 0, [("a", 0), ("a", 1)]) == {("a", 0): ErrorCode.NONE,
-                                                         ("a", 1): ErrorCode.TRANSACTION_ABORTABLE}
-    assert verify("t", pid, 1, [("a", 0)]) == {("a", 0): ErrorCode.PRODUCER_FENCED}
-    assert verify("t", pid + 1, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
-    assert verify("nobody", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
-    assert verify("", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.INVALID_REQUEST}
+    assert verify("t", pid, 0, [(TOPIC, 0), (TOPIC, 1)]) == {(TOPIC, 0): ErrorCode.NONE,
+                                                         (TOPIC, 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert verify("t", pid, 1, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.PRODUCER_FENCED}
+    assert verify("t", pid + 1, 0, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("nobody", pid, 0, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert verify("", pid, 0, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.INVALID_REQUEST}
     assert len(records(server, tc.partition_for("t"))) == written
     await tc.handle_end_transaction("t", pid, 0, TransactionResult.ABORT)
-    assert verify("t", pid, 0, [("a", 0)]) == {("a", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
+    assert verify("t", pid, 0, [(TOPIC, 0)]) == {(TOPIC, 0): ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
 async def test_end_txn_without_a_transaction_is_invalid_txn_state(server: BrokerServer) -> None:
@@ -231,11 +235,11 @@ async def test_init_producer_id_fences_an_open_transaction_and_aborts_it(server:
     tc = await coordinator_of(server)
     init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
     pid = init.producer_id
-    assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("a", 0)]) == ErrorCode.NONE
+    assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [(TOPIC, 0)]) == ErrorCode.NONE
     fenced = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
     assert fenced.error == ErrorCode.CONCURRENT_TRANSACTIONS  # retry once the abort completed
     # the abort is written with the fencing epoch, which no client was given
-    assert summary(records(server, tc.partition_for("t"))[-1][1]) == (pid, 1, S.PREPARE_ABORT, {("a", 0)}, TIMEOUT_MS)
+    assert summary(records(server, tc.partition_for("t"))[-1][1]) == (pid, 1, S.PREPARE_ABORT, {(TOPIC, 0)}, TIMEOUT_MS)
     assert await tc.handle_add_partitions_to_transaction("t", pid, 0, [("b", 0)]) == ErrorCode.PRODUCER_FENCED
     assert await tc.handle_end_transaction("t", pid, 0, TransactionResult.COMMIT) == ErrorCode.PRODUCER_FENCED
     # the markers cannot be delivered here (see config): the abort does not complete, the new
@@ -484,3 +488,30 @@ async def test_list_transactions_while_a_partition_loads(server: BrokerServer) -
     got = tc.handle_list_transactions(set(), [])
     assert (got.error, [m.transactional_id for m in got.transactions]) == (ErrorCode.NONE, ["t"])
     await sm.shutdown()
+
+
+async def test_an_end_txn_whose_client_went_away_still_hands_its_markers_on(server: BrokerServer) -> None:
+    """A client that closes its connection while EndTxn waits for its PrepareCommit write gets
+    its request's handler cancelled (broker/network.py), not the coordinator's work: the record
+    is written and adopted and the markers handed on, as Kafka's append callback runs whatever
+    became of the client. Cancelled with the request, the id stayed Ongoing with PrepareCommit
+    pending for good: every later request answered CONCURRENT_TRANSACTIONS and the timeout never
+    aborted it (the Jepsen transactional workload's hanging transactions). The write is held at
+    the partition's serialisation point so that the cancellation finds it waiting."""
+    tc = await coordinator_of(server)
+    init = await tc.handle_init_producer_id("t", TIMEOUT_MS, None)
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert await tc.handle_add_partitions_to_transaction("t", pid, epoch, [(TOPIC, 0)]) == ErrorCode.NONE
+    partition = server.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, tc.partition_for("t"))]
+    async with partition._exclusive():  # the write waits here
+        request = asyncio.ensure_future(tc.handle_end_transaction("t", pid, epoch, TransactionResult.COMMIT))
+        await until(lambda: state_of(tc, "t").pending_state == S.PREPARE_COMMIT, "EndTxn waiting for its write")
+        request.cancel()  # what connection_lost does to the handler
+        with pytest.raises(asyncio.CancelledError):
+            await request
+    await until(lambda: state_of(tc, "t").state in (S.PREPARE_COMMIT, S.COMPLETE_COMMIT),
+                "the PrepareCommit written and adopted")
+    assert [summary(m)[2] for _, m in records(server, tc.partition_for("t")) if m is not None][-1] in (
+        S.PREPARE_COMMIT, S.COMPLETE_COMMIT)
+    await until(lambda: state_of(tc, "t").state == S.COMPLETE_COMMIT or
+                state_of(tc, "t").pending_state == S.COMPLETE_COMMIT, "the markers handed on")

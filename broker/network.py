@@ -60,6 +60,7 @@ from broker.purgatory import InlineFuture
 from broker.tls.principal import ANONYMOUS
 from protocol.framing import (
     API_VERSIONS_KEY,
+    decode_request_body,
     decode_request_header,
     encode_response_frame,
 )
@@ -428,7 +429,7 @@ class KafkaConnection(asyncio.Protocol):
             self.abort("unsupported request version", api_key=key, api_version=version)
             return
         try:
-            request = REQUESTS[key].decode(frame, version, pos)
+            request = decode_request_body(header, frame, pos)  # Fetch v12's lean path first
         except UnsupportedVersionError:
             self.abort("unsupported request version", api_key=key, api_version=version)
             return

@@ -197,8 +197,7 @@ class ReplicaFetcher:
                     await asyncio.sleep(cfg.backoff_ms / 1000)
                     continue
                 assert isinstance(response, FetchResponse)
-                answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
-                if not self.session.handle_response(response.error_code, response.session_id, answered):
+                if not self._accept(response):
                     if response.error_code in SESSION_ERRORS:
                         # the leader restarted or lost our session: a full fetch at once, as Kafka's
                         log.info("Fetch session lost: the next fetch is full", leader=self.leader,
@@ -213,6 +212,11 @@ class ReplicaFetcher:
         except Exception:
             log.exception("the replica fetcher failed", leader=self.leader)
             raise
+
+    def _accept(self, response: FetchResponse) -> bool:
+        """Advance the fetch session by `response`; False: its data must not be used."""
+        answered = {(t.topic, p.partition_index) for t in response.responses for p in t.partitions}
+        return self.session.handle_response(response.error_code, response.session_id, answered)
 
     def _throttled(self) -> set[TopicPartition]:
         """Partitions left out of the next fetch by the follower throttle (Kafka's

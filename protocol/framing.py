@@ -13,6 +13,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from protocol import fetch_lean
 from protocol.messages import REQUESTS, RESPONSES, RequestHeader, ResponseHeader
 from protocol.primitives import (
     DECODE_ERRORS,
@@ -87,6 +88,10 @@ def decode_request_body(header: RequestHeader, frame: bytes | memoryview, pos: i
     cls = REQUESTS.get(header.request_api_key)
     if cls is None:
         raise UnknownApiKeyError(f"unknown api key {header.request_api_key}")
+    if header.request_api_key == fetch_lean.FETCH_KEY and header.request_api_version == fetch_lean.LEAN_VERSION:
+        lean = fetch_lean.decode_request(frame if isinstance(frame, memoryview) else memoryview(frame), pos)
+        if lean is not None:
+            return lean
     return cls.decode(frame, header.request_api_version, pos)
 
 
@@ -109,6 +114,10 @@ def encode_request(header: RequestHeader, body: ApiMessage) -> bytes:
 def encode_request_frame(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: ApiMessage
 ) -> bytes:
+    if api_key == fetch_lean.FETCH_KEY and api_version == fetch_lean.LEAN_VERSION:
+        lean = fetch_lean.encode_request_frame(correlation_id, client_id, body)
+        if lean is not None:
+            return lean
     header = RequestHeader(
         request_api_key=api_key,
         request_api_version=api_version,
@@ -132,7 +141,12 @@ def encode_response(
 def encode_response_frame(
     correlation_id: int, api_key: int, api_version: int, body: ApiMessage
 ) -> list[Any]:
-    """Chunks of a complete size-prefixed response frame, ready for `transport.writelines`."""
+    """Chunks of a complete size-prefixed response frame, ready for `transport.writelines`: the
+    size prefix alone first."""
+    if api_key == fetch_lean.FETCH_KEY and api_version == fetch_lean.LEAN_VERSION:
+        lean = fetch_lean.encode_response_frame(correlation_id, body)
+        if lean is not None:
+            return lean
     chunks: list[Any] = [b""]
     encode_response(correlation_id, api_key, api_version, body, chunks.append)
     chunks[0] = _SIZE.pack(sum(map(len, chunks)))
@@ -146,6 +160,12 @@ def decode_response(
     cls = RESPONSES.get(api_key)
     if cls is None:
         raise UnknownApiKeyError(f"unknown api key {api_key}")
+    if api_key == fetch_lean.FETCH_KEY and api_version == fetch_lean.LEAN_VERSION:
+        mv = frame if isinstance(frame, memoryview) else memoryview(frame)
+        if len(mv) > 4 and mv[4] == 0:  # response header v1 without tagged fields
+            lean = fetch_lean.decode_response(mv, 5)
+            if lean is not None:
+                return _SIZE.unpack_from(mv, 0)[0], lean
     header, pos = ResponseHeader.decode_from(
         frame, 0, response_header_version(api_key, api_version)
     )

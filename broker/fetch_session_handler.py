@@ -17,6 +17,7 @@ error, the next fetch is full again (with the old id and epoch 0, which closes t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from broker.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from protocol.errors import ErrorCode
@@ -24,10 +25,10 @@ from protocol.errors import ErrorCode
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPosition:
+class FetchPosition(NamedTuple):
     """What a fetch request says about one partition; a change is what makes it go in an
-    incremental request (Kafka compares the whole PartitionData)."""
+    incremental request (Kafka compares the whole PartitionData). A named tuple: one is made per
+    partition and fetch, and compared with the session's, on the replication round's path."""
 
     fetch_offset: int
     log_start_offset: int

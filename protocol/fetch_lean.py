@@ -28,6 +28,7 @@ from protocol.messages.fetch_response import (
     PartitionData,
     SnapshotId,
 )
+from protocol.messages.request_header import RequestHeader
 from protocol.primitives import DECODE_ERRORS, ZERO_UUID, read_uvarint, uvarint
 
 FETCH_KEY = 1
@@ -35,6 +36,7 @@ LEAN_VERSION = 12  # the first flexible version, the last with topic names (13+ 
 
 _new = object.__new__
 _HEADER = struct.Struct(">ihhi")  # size, api key, api version, correlation id
+_HEADER_V2 = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _SESSION = struct.Struct(">iiiibii")  # replica id .. session epoch
 _PARTITION = struct.Struct(">iiqiqi")  # partition .. partition max bytes
 _SIZE_CORR = struct.Struct(">ii")  # size, correlation id
@@ -43,9 +45,11 @@ _PARTITION_DATA = struct.Struct(">ihqqq")  # partition .. log start offset
 _PREFERRED = _CORR = _SIZE = struct.Struct(">i")
 _ENCODE_ERRORS = (struct.error, UnicodeEncodeError, OverflowError, TypeError, AttributeError)
 _NO_TAGS = b"\x00"
-_DEFAULT_DIVERGING = EpochEndOffset()
-_DEFAULT_LEADER = LeaderIdAndEpoch()
-_DEFAULT_SNAPSHOT = SnapshotId()
+# the PartitionData tagged fields' defaults (not sent): a response built with these very instances
+# (broker/apis/fetch.py) is checked by identity; they are only ever compared, never changed
+NO_DIVERGING_EPOCH = EpochEndOffset()
+NO_CURRENT_LEADER = LeaderIdAndEpoch()
+NO_SNAPSHOT_ID = SnapshotId()
 
 
 def encode_request_frame(correlation_id: int, client_id: str | None, body: Any) -> bytes | None:
@@ -83,6 +87,30 @@ def encode_request_frame(correlation_id: int, client_id: str | None, body: Any) 
         size = 8 + len(client) + 1 + 25 + len(tail)
         return b"".join((_HEADER.pack(size, FETCH_KEY, LEAN_VERSION, correlation_id), client, _NO_TAGS, session, tail))
     except _ENCODE_ERRORS:
+        return None
+
+
+def decode_request_header(b: memoryview) -> tuple[RequestHeader, int] | None:
+    """The request header v2 of a Fetch v12 frame (size prefix removed) and where its body
+    starts, or None."""
+    try:
+        o = _new(RequestHeader)
+        o.request_api_key, o.request_api_version, o.correlation_id, n = _HEADER_V2.unpack_from(b, 0)
+        if n < 0:
+            if n != -1:
+                return None
+            o.client_id = None
+            p = 10
+        else:
+            p = 10 + n
+            if p > len(b):
+                return None
+            o.client_id = str(b[10:p], "utf-8")
+        if b[p]:  # the header's tagged fields
+            return None
+        o._unknown_tagged_fields = None
+        return o, p + 1
+    except DECODE_ERRORS:
         return None
 
 
@@ -159,8 +187,10 @@ def encode_response_frame(correlation_id: int, body: Any) -> list[Any] | None:
         if t._unknown_tagged_fields or len(t.partitions) != 1:
             return None
         d = t.partitions[0]
-        if (d._unknown_tagged_fields or d.diverging_epoch != _DEFAULT_DIVERGING
-                or d.current_leader != _DEFAULT_LEADER or d.snapshot_id != _DEFAULT_SNAPSHOT):
+        if d._unknown_tagged_fields or not (
+                (d.diverging_epoch is NO_DIVERGING_EPOCH or d.diverging_epoch == NO_DIVERGING_EPOCH)
+                and (d.current_leader is NO_CURRENT_LEADER or d.current_leader == NO_CURRENT_LEADER)
+                and (d.snapshot_id is NO_SNAPSHOT_ID or d.snapshot_id == NO_SNAPSHOT_ID)):
             return None
         aborted = d.aborted_transactions
         if aborted is None:

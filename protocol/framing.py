@@ -72,6 +72,10 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
         api_key, api_version, _ = _PEEK.unpack_from(mv, 0)
+        if api_key == fetch_lean.FETCH_KEY and api_version == fetch_lean.LEAN_VERSION:
+            lean = fetch_lean.decode_request_header(mv)
+            if lean is not None:
+                return lean
         cls = REQUESTS.get(api_key)
         if cls is not None and cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
             return RequestHeader.decode_from(mv, 0, request_header_version(api_key, api_version))

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -56,6 +56,7 @@ from broker.replica_selector import NO_PREFERRED_REPLICA, ClientMetadata
 from broker.replication_quota import UNLIMITED
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
+from protocol.fetch_lean import NO_CURRENT_LEADER, NO_DIVERGING_EPOCH, NO_SNAPSHOT_ID
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_response import (
     AbortedTransaction,
@@ -74,9 +75,9 @@ CONSUMER_REPLICA_ID = -1  # FetchRequest.CONSUMER_REPLICA_ID; -2 is a debugging 
 LOG_END, HIGH_WATERMARK, TXN_COMMITTED = "log_end", "high_watermark", "txn_committed"
 
 
-@dataclass(frozen=True, slots=True)
-class FetchParams:
-    """What every partition read of one Fetch shares (Kafka's FetchParams)."""
+class FetchParams(NamedTuple):
+    """What every partition read of one Fetch shares (Kafka's FetchParams). A named tuple: one
+    is made per fetch, on the replication round's path."""
 
     replica_id: int
     isolation: str
@@ -222,8 +223,10 @@ def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int]
                 aborted_transactions=r.aborted,
                 preferred_read_replica=r.preferred_read_replica,
                 records=_records(r),
-                **({"diverging_epoch": EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])}
-                   if r.diverging_epoch is not None else {}),
+                diverging_epoch=(NO_DIVERGING_EPOCH if r.diverging_epoch is None else
+                                 EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])),
+                current_leader=NO_CURRENT_LEADER,
+                snapshot_id=NO_SNAPSHOT_ID,
             )
         )
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=fctx.response_session_id, responses=topics)

@@ -103,6 +103,9 @@ def test_request_bytes_and_messages_are_the_generated_codecs(req: FetchRequest, 
         assert fetch_lean.encode_request_frame(corr, client_id, req) == expected  # the lean path, not a fallback
     body = memoryview(expected)[4:]
     header, pos = decode_request_header(body)
+    assert (header, pos) == RequestHeader.decode_from(body, 0, 2)
+    if client_id is None or len(client_id.encode()) <= 0x7FFF:
+        assert fetch_lean.decode_request_header(body) == (header, pos)
     decoded = decode_request_body(header, body, pos)
     assert decoded == FetchRequest.decode(body, V, pos)
     if lean_shaped(req) and all(len(t.topic.encode()) < 127 for t in req.topics) and len(req.rack_id.encode()) < 127:
@@ -213,6 +216,10 @@ def lean_or_generic_request(mv: memoryview) -> Any:
     return decode_request_body(REQUEST_HEADER, mv, REQUEST_BODY_AT)
 
 
+def generic_header(mv: memoryview) -> Any:
+    return RequestHeader.decode_from(mv, 0, 2)
+
+
 def generic_request(mv: memoryview) -> Any:
     return FetchRequest.decode(mv, V, REQUEST_BODY_AT)
 
@@ -248,6 +255,8 @@ def test_mutated_frames_decode_as_the_generated_codec_decodes_them(data: Any) ->
         mv = memoryview(bytes(b))
         if is_request:
             assert outcome(lean_or_generic_request, mv) == outcome(generic_request, mv)
+            if bytes(mv[:4]) == b"\x00\x01\x00\x0c":  # still Fetch v12: its header too
+                assert outcome(decode_request_header, mv) == outcome(generic_header, mv)
         else:
             assert outcome(lean_or_generic_response, mv) == outcome(generic_response, mv)
 

@@ -41,6 +41,7 @@ BENCHES = {
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),
     "deletion": ("Topic deletion (ZooKeeper cluster): 1,000 topics in one DeleteTopics, and a topic created meanwhile, "
                  "side by side with Kafka 3.9", "tests.bench.bench_topic_deletion"),
+    "hops": ("Replication round: CPU time per hop, in-process", "tests.bench.bench_replication_hops"),
     "replication": ("Replication (ZooKeeper cluster): RF 3 vs RF 1 produce, replication lag, failover, acks=all "
                     "latency, side by side with Kafka 3.9", "tests.bench.bench_replication"),
     "transactions": ("Transactions (ZooKeeper cluster): transactional produce throughput, commit cost, latency to a "

@@ -331,3 +331,17 @@ def test_tls_side_by_side_tiny_run(tmp_path: Path) -> None:
         assert float(row["SSL records/s"].replace(",", "")) > 0, row
         assert float(row["SSL broker CPU µs/record"]) > 0, row
     assert "- produce: throughput" in md and "- consume: throughput" in md
+
+
+def test_replication_hops_tiny_run(tmp_path: Path) -> None:
+    """The in-process replication round (tests/bench/bench_replication_hops.py) runs its rounds in
+    an incremental fetch session -- the bench itself checks that every record reached both
+    followers and the high watermark -- and reports each hop."""
+    out = tmp_path / "benchmarks.md"
+    r = bench("--scale", "0.01", "--out", str(out), only="hops")
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = out.read_text()
+    assert "failed:" not in md
+    rows = md_table(md, "## Replication round: CPU time per hop, in-process")
+    assert len(rows) == 8
+    assert all(float(row["median µs"]) > 0 for row in rows)

@@ -90,6 +90,19 @@ def encode_request_frame(correlation_id: int, client_id: str | None, body: Any) 
         return None
 
 
+def _one_partition_topic(b: memoryview, p: int) -> tuple[str, int] | None:
+    """A topic's name (a compact string of 0-126 bytes: a one-byte length) at `b[p]` followed by
+    a partitions array of one element: (the name, where that partition starts), or None."""
+    size = b[p]
+    if not 0 < size < 0x80:
+        return None
+    p += 1
+    end = p + size - 1
+    if end > len(b) or b[end] != 2:
+        return None
+    return str(b[p:end], "utf-8"), end + 1
+
+
 def decode_request_header(b: memoryview) -> tuple[RequestHeader, int] | None:
     """The request header v2 of a Fetch v12 frame (size prefix removed) and where its body
     starts, or None."""
@@ -123,20 +136,16 @@ def decode_request(b: memoryview, p: int) -> FetchRequest | None:
         p += 25
         n = b[p]
         if n == 2:
+            named = _one_partition_topic(b, p + 1)
+            if named is None:
+                return None
             t = _new(FetchTopic)
-            size = b[p + 1]
-            if not 0 < size < 0x80:
-                return None
-            p += 2
-            end = p + size - 1
-            if end > len(b) or b[end] != 2:
-                return None
-            t.topic = str(b[p:end], "utf-8")
+            t.topic, p = named
             t.topic_id = ZERO_UUID
             q = _new(FetchPartition)
             (q.partition, q.current_leader_epoch, q.fetch_offset, q.last_fetched_epoch, q.log_start_offset,
-             q.partition_max_bytes) = _PARTITION.unpack_from(b, end + 1)
-            p = end + 33
+             q.partition_max_bytes) = _PARTITION.unpack_from(b, p)
+            p += 32
             if b[p] or b[p + 1]:  # the partition's and the topic's tagged fields
                 return None
             p += 2
@@ -229,20 +238,16 @@ def decode_response(b: memoryview, p: int) -> FetchResponse | None:
                 return None
             o.responses = []
         elif n == 2:
-            size = b[p + 1]
-            if not 0 < size < 0x80:
-                return None
-            p += 2
-            end = p + size - 1
-            if end > len(b) or b[end] != 2:
+            named = _one_partition_topic(b, p + 1)
+            if named is None:
                 return None
             t = _new(FetchableTopicResponse)
-            t.topic = str(b[p:end], "utf-8")
+            t.topic, p = named
             t.topic_id = ZERO_UUID
             d = _new(PartitionData)
             (d.partition_index, d.error_code, d.high_watermark, d.last_stable_offset,
-             d.log_start_offset) = _PARTITION_DATA.unpack_from(b, end + 1)
-            p = end + 31
+             d.log_start_offset) = _PARTITION_DATA.unpack_from(b, p)
+            p += 30
             aborted = b[p]
             if aborted == 0:
                 d.aborted_transactions = None

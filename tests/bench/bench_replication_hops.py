@@ -96,6 +96,7 @@ class _Broker:
         self.zk_mode = True
         self.controller = None
         self.inter_broker_listener_name = "PLAINTEXT"
+        self.authorizer = None  # no ACLs: the Fetch handler asks nobody (as a broker without an authorizer)
         self.tasks = BackgroundTasks()
         self.config = KafkaConfig({"broker.id": broker_id, "log.dirs": str(root / f"broker-{broker_id}"),
                                    "zookeeper.connect": "bench:2181", "replica.fetch.wait.max.ms": 0})

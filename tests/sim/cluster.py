@@ -136,6 +136,7 @@ class SimBroker:
         self.alive = True
         self.zk_mode = True
         self.controller = None
+        self.authorizer = None  # no ACLs in the simulation: handlers that ask for one are allowed everything
         self.inter_broker_listener_name = "PLAINTEXT"
         self.tasks = BackgroundTasks()
         self.all_tasks: set[asyncio.Task[Any]] = set()

@@ -381,6 +381,9 @@ COMMANDS = [
     "pipeline", "pipeline clickstream",
     "cluster", "cluster up", "cluster status", "cluster down", "cluster zk-dump",
     "cluster start", "cluster stop", "cluster restart", "cluster kill", "cluster add-broker",
+    "transactions", "transactions list", "transactions describe",
+    "acls", "acls list", "acls add", "acls remove",
+    "console",
 ]
 # leaf commands without --bootstrap-server: they reach no broker, or (cluster) find the local
 # cluster's brokers and ZooKeeper from its --dir

@@ -42,6 +42,7 @@ from broker.delayed_produce import DelayedProduce
 from broker.fetch_session import FetchSessionCache
 from broker.log_limiter import RecentValues
 from broker.metadata_cache import MetadataCache
+from broker.metrics.topic_stats import BrokerTopicStats
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition import Partition, PendingIsrChange, alter_partition_retriable
 from broker.purgatory import DelayedOperationPurgatory
@@ -592,6 +593,9 @@ class ReplicaManager(_ZkReplicaState):
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_defaults = server.config.topic_defaults()
         self.fetch_sessions = FetchSessionCache()
+        self.topic_stats = BrokerTopicStats()  # messages/bytes in and out (broker/metrics)
+        self.isr_shrinks = 0  # ISR changes the controller accepted (IsrShrinks/IsrExpandsPerSec)
+        self.isr_expands = 0
         # partitions whose last append failed with a storage error (full disk): warned once each
         self._storage_failed: set[TopicPartition] = set()
         # partitions whose log could not be created or opened (a full or failing disk) -> why:
@@ -738,6 +742,10 @@ class ReplicaManager(_ZkReplicaState):
                               "controller's next LeaderAndIsr", topic=p.topic, partition=p.index, proposed=pending.isr)
                 return
             if result is not None and self.partitions.get(p.tp) is p and p.complete_isr_change(pending, result):
+                if pending.expand:
+                    self.isr_expands += 1
+                else:
+                    self.isr_shrinks += 1
                 self.produce_purgatory.check_and_complete(p.tp)
                 self.fetch_purgatory.check_and_complete(p.tp)
 
@@ -1037,6 +1045,7 @@ class ReplicaManager(_ZkReplicaState):
                     p = self.get_leader_partition(*tp)
                     info = await p.append_records(records, required_acks, now_ms, origin,
                                                   None if guards is None else guards.get(tp, SENTINEL))
+                    self.topic_stats.record_append(tp[0], info.record_count, info.valid_bytes)
                     results[tp] = ProduceResult(
                         base_offset=info.first_offset,
                         log_append_time=info.log_append_time,

@@ -96,6 +96,7 @@ class BrokerServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.connections: set[Any] = set()
+        self.metrics_exporter: Any = None  # broker/metrics/exporter.py when metrics.port is set
         self.servers: list[asyncio.base_events.Server] = []
         self.tasks = BackgroundTasks()
         self.started = asyncio.Event()
@@ -408,6 +409,8 @@ class BrokerServer:
             for sock in server.sockets:
                 log.info("listening", listener=listener.name, address=str(sock.getsockname()))
         self._spawn(self._reap_idle_connections())
+        if cfg["metrics.port"]:
+            self._start_metrics()
         if self.log_cleaner is not None:
             self.log_cleaner.startup()
         lm = self.log_manager
@@ -430,6 +433,19 @@ class BrokerServer:
             topics=len(self.metadata_cache.topics),
             **({"zookeeper": cfg["zookeeper.connect"], "broker_epoch": self.broker_epoch} if self.zk_mode else {}),
         )
+
+    def _start_metrics(self) -> None:
+        """/metrics on metrics.host:metrics.port (broker/metrics/exporter.py); a port in use
+        stops the start as a listener's would."""
+        from broker.metrics.exporter import MetricsExporter  # prometheus-client only when enabled
+
+        exporter = MetricsExporter(self)
+        try:
+            exporter.start(self.config["metrics.host"], self.config["metrics.port"])
+        except OSError as e:
+            raise StartupError(f"cannot serve metrics on {self.config['metrics.host']}:{self.config['metrics.port']}: {e}") from e
+        self.metrics_exporter = exporter
+        log.info("serving metrics", address=f"{self.config['metrics.host']}:{exporter.port}", path="/metrics")
 
     def _open_log_manager(self) -> LogManager:
         return LogManager.open(self.config)
@@ -511,6 +527,8 @@ class BrokerServer:
         with contextlib.suppress(asyncio.TimeoutError):  # wait_closed waits for the connections too
             await asyncio.wait_for(self._close_listeners(), DRAIN_SECONDS)
         log.info("listeners closed")
+        if self.metrics_exporter is not None:
+            await loop.run_in_executor(None, self.metrics_exporter.stop)
         await self.tasks.cancel_all()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()

@@ -288,6 +288,11 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         _record_throttled_bytes(rm, results)
     if params.client is not None:
         _log_read_replicas(rm, params.client, results)
+    if req.replica_id < 0:  # Kafka's BytesOutPerSec counts consumers' bytes, not followers'
+        stats = rm.topic_stats
+        for key, r in results.items():
+            if r.records_size:
+                stats.record_bytes_out(key[0], r.records_size)
     response = build_response(ctx, fctx, results)
     if req.replica_id >= 0 and fctx.kind == "full" and response.session_id:
         # once per follower and leadership change or restart, unless its fetches stopped using

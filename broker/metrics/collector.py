@@ -1,0 +1,160 @@
+"""The broker's metrics, read at scrape time (a prometheus-client custom Collector).
+
+Names and labels are those the Prometheus JMX exporter's usual Kafka rules (lowercased output,
+`kafka_<domain>_<type>_<name>`, `_total` for the `...PerSec` meters' Count) give Kafka's MBeans,
+so dashboards and alerts written for Kafka work unchanged.
+
+Threading: `collect()` runs in the exporter's HTTP thread, but the state it reads (partitions,
+counters, purgatories, connections) is owned by the event loop and changes under it. So the
+metric families are built on the loop (`families()`, plain reads of in-memory state: no file
+I/O, no awaits, a few microseconds per partition) through `run_coroutine_threadsafe`, and only
+the text rendering and the socket work happen in the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+# how long a scrape waits for the loop to build the families before failing the scrape
+SNAPSHOT_TIMEOUT_S = 10.0
+
+
+def _counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, labels=list(labels))
+
+
+def _gauge(name: str, doc: str, value: float | None = None, labels: Iterable[str] = ()) -> GaugeMetricFamily:
+    if value is not None:
+        return GaugeMetricFamily(name, doc, value=value)
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+def _topic_counter(name: str, doc: str, per_topic: dict[str, int], total: int) -> CounterMetricFamily:
+    """A BrokerTopicMetrics meter: a series per topic and the all-topics one without a label
+    (as the JMX exporter renders the MBean without `topic=`)."""
+    fam = _counter(name, doc, ["topic"])
+    fam.samples.append(Sample(fam.name + "_total", {}, float(total)))
+    for topic, value in sorted(per_topic.items()):
+        fam.add_metric([topic], float(value))
+    return fam
+
+
+def topic_families(server: BrokerServer) -> list[Metric]:
+    stats = server.replica_manager.topic_stats
+    topics = stats.topics
+    return [
+        _topic_counter("kafka_server_brokertopicmetrics_messagesin", "Records appended to leaders (MessagesInPerSec).",
+                       {t: c.messages_in for t, c in topics.items()}, stats.all.messages_in),
+        _topic_counter("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended to leaders (BytesInPerSec).",
+                       {t: c.bytes_in for t, c in topics.items()}, stats.all.bytes_in),
+        _topic_counter("kafka_server_brokertopicmetrics_bytesout", "Record bytes sent to consumers (BytesOutPerSec).",
+                       {t: c.bytes_out for t, c in topics.items()}, stats.all.bytes_out),
+    ]
+
+
+def replica_manager_families(server: BrokerServer) -> list[Metric]:
+    rm = server.replica_manager
+    leaders = under = under_min = 0
+    sizes = _gauge("kafka_log_log_size", "Bytes in a partition's live segments (Log Size).", labels=["topic", "partition"])
+    for (topic, index), p in rm.partitions.items():
+        if p.is_leader:
+            leaders += 1
+            isr = p.state.isr
+            if len(isr) < len(p.state.replicas):
+                under += 1
+            if len(isr) < p.log.config.min_insync_replicas:
+                under_min += 1
+        sizes.add_metric([topic, str(index)], float(p.log.size))
+    purgatory = _gauge("kafka_server_delayedoperationpurgatory_purgatorysize",
+                       "Operations watched in a purgatory (PurgatorySize).", labels=["delayedOperation"])
+    delayed = _gauge("kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                     "Operations waiting in a purgatory (NumDelayedOperations).", labels=["delayedOperation"])
+    for pg in (rm.produce_purgatory, rm.fetch_purgatory):
+        purgatory.add_metric([pg.name], float(pg.watched))
+        delayed.add_metric([pg.name], float(pg.delayed))
+    isr_shrinks = _counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks the controller accepted (IsrShrinksPerSec).")
+    isr_shrinks.add_metric([], float(rm.isr_shrinks))
+    isr_expands = _counter("kafka_server_replicamanager_isrexpands", "ISR expansions the controller accepted (IsrExpandsPerSec).")
+    isr_expands.add_metric([], float(rm.isr_expands))
+    return [
+        _gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", len(rm.partitions)),
+        _gauge("kafka_server_replicamanager_leadercount", "Partitions led here.", leaders),
+        _gauge("kafka_server_replicamanager_underreplicatedpartitions",
+               "Partitions led here whose ISR is smaller than their replica set.", under),
+        _gauge("kafka_server_replicamanager_underminisrpartitioncount",
+               "Partitions led here whose ISR is smaller than min.insync.replicas.", under_min),
+        _gauge("kafka_server_replicamanager_offlinereplicacount",
+               "Partitions whose log could not be opened or whose log dir failed.",
+               len(rm.offline) + len(rm.offline_dir_partitions)),
+        isr_shrinks, isr_expands, sizes, purgatory, delayed,
+    ]
+
+
+def controller_families(server: BrokerServer) -> list[Metric]:
+    """ActiveControllerCount is 1 on the active controller only (so the cluster's sum is 1), and
+    OfflinePartitionsCount is reported by it alone, as Kafka's KafkaController."""
+    controller = server.controller
+    active = (not server.zk_mode) or bool(controller is not None and controller.is_active)
+    offline = 0
+    if active:
+        image = server.metadata_cache.image
+        live = set(image.brokers)
+        for topic in image.topics.values():
+            for st in topic.partitions.values():
+                if st.leader < 0 or st.leader not in live:
+                    offline += 1
+    return [
+        _gauge("kafka_controller_kafkacontroller_activecontrollercount",
+               "1 on the cluster's active controller, 0 elsewhere.", int(active)),
+        _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
+               "Partitions without a live leader (reported by the active controller).", offline),
+    ]
+
+
+def network_families(server: BrokerServer) -> list[Metric]:
+    conns = _gauge("kafka_server_socketservermetrics_connection_count", "Open connections per listener.",
+                   labels=["listener"])
+    counts = {listener.name: 0 for listener in server.config.listeners}
+    for conn in server.connections:
+        name = conn.listener.name
+        counts[name] = counts.get(name, 0) + 1
+    for name, n in sorted(counts.items()):
+        conns.add_metric([name], float(n))
+    return [conns]
+
+
+FAMILIES = (topic_families, replica_manager_families, controller_families, network_families)
+
+
+def families(server: BrokerServer) -> list[Metric]:
+    """Every family, built on the event loop (see the module docstring)."""
+    out: list[Metric] = []
+    if server.replica_manager is None:  # still starting
+        return out
+    for build in FAMILIES:
+        out.extend(build(server))
+    return out
+
+
+class BrokerCollector(Collector):
+    """Asks the broker's loop for the families at each scrape."""
+
+    def __init__(self, server: BrokerServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server = server
+        self.loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        async def build() -> list[Metric]:
+            return families(self.server)
+
+        future: Any = asyncio.run_coroutine_threadsafe(build(), self.loop)
+        yield from future.result(SNAPSHOT_TIMEOUT_S)

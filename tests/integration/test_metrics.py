@@ -1,0 +1,80 @@
+"""/metrics of a live single-node broker (metrics.port), scraped over HTTP and parsed with
+prometheus-client's parser: the BrokerTopicMetrics counters match the records a real client
+produced and fetched, and the replica-manager and controller gauges describe the node."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker_process import BrokerProcess, free_port
+from tests.integration.test_clients import consume_all, create_topic
+from tests.metrics_scrape import scrape, series, value
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaProducer
+
+
+@pytest.fixture
+def mbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path / "data", overrides=["num.partitions=1", f"metrics.port={free_port()}",
+                                                    "metrics.host=127.0.0.1"])
+    b.metrics_port = int(b.overrides[1].split("=")[1])
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProcess) -> None:
+    port = mbroker.metrics_port
+    before = scrape("127.0.0.1", port)
+    assert value(before, "kafka_server_brokertopicmetrics_messagesin_total") == 0
+    assert value(before, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+
+    create_topic(mbroker, "m", 3)
+    n = 500
+    producer = KafkaProducer(bootstrap_servers=mbroker.bootstrap, acks="all", linger_ms=5)
+    for i in range(n):
+        producer.send("m", f"record-{i}".encode(), partition=i % 3)
+    producer.flush()
+    producer.close()
+    after_produce = scrape("127.0.0.1", port)
+    assert value(after_produce, "kafka_server_brokertopicmetrics_messagesin_total", topic="m") == n
+    assert value(after_produce, "kafka_server_brokertopicmetrics_messagesin_total") == n
+    sizes = series(after_produce, "kafka_log_log_size")
+    log_bytes = sum(v for labels, v in sizes.items() if dict(labels)["topic"] == "m")
+    assert len([1 for labels in sizes if dict(labels)["topic"] == "m"]) == 3
+    # every appended batch is in the log (no retention ran): bytes in == the log's bytes
+    assert value(after_produce, "kafka_server_brokertopicmetrics_bytesin_total", topic="m") == log_bytes > 0
+    assert value(after_produce, "kafka_server_brokertopicmetrics_bytesout_total", topic="m") == 0
+
+    assert len(consume_all(mbroker, "m", 3, n)) == n
+    after_fetch = scrape("127.0.0.1", port)
+    # each batch read once by the consumer
+    assert value(after_fetch, "kafka_server_brokertopicmetrics_bytesout_total", topic="m") == log_bytes
+    assert value(after_fetch, "kafka_server_brokertopicmetrics_bytesout_total") == log_bytes
+
+    partitions = value(after_fetch, "kafka_server_replicamanager_partitioncount")
+    assert partitions >= 3
+    assert value(after_fetch, "kafka_server_replicamanager_leadercount") == partitions
+    assert value(after_fetch, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert value(after_fetch, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(after_fetch, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") >= 0
+    assert value(after_fetch, "process_open_fds") > 0
+    for op in ("Produce", "Fetch"):
+        assert value(after_fetch, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation=op) >= 0
+
+
+def test_metrics_off_by_default(tmp_path: Path) -> None:
+    """metrics.port=0 (the default) serves nothing: no thread, no port."""
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        assert "serving metrics" not in b.log_text()
+    finally:
+        b.stop()

@@ -30,6 +30,11 @@ class RequestContext:
     server: BrokerServer
     connection: Any  # KafkaConnection; Any to avoid an import cycle
     header: RequestHeader
+    # time.monotonic() of the request's arrival, dispatch and first wait, for RequestMetrics
+    # (broker/metrics/request_metrics.py; 0.0 when metrics are off or the handler never waited)
+    received: float = 0.0
+    started: float = 0.0
+    suspended: float = 0.0
 
     @property
     def version(self) -> int:

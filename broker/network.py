@@ -420,6 +420,9 @@ class KafkaConnection(asyncio.Protocol):
             self.abort("request for an unsupported api key", api_key=key, api_version=version)
             return
         ctx = RequestContext(self.server, self, header)
+        if self.server.request_metrics is not None:
+            ctx.received = self.last_active
+            ctx.started = time.monotonic()
         if not handler.supports(version):
             if key == API_VERSIONS_KEY:
                 # answered in the v0 layout so an old or new client can still negotiate
@@ -437,14 +440,14 @@ class KafkaConnection(asyncio.Protocol):
             self.abort("malformed request body", api_key=key, api_version=version, error=str(e))
             return
         if handler.eager:
-            self._start_eagerly(self._answer(ctx, handler.handle, request))
+            self._start_eagerly(self._answer(ctx, handler.handle, request), ctx)
         else:
             task = asyncio.ensure_future(self._process(ctx, handler.handle, request))
             self.pending.append(task)
             task.add_done_callback(self._on_done)
         self._update_reading()
 
-    def _start_eagerly(self, coro: Coroutine[Any, Any, list[Any] | None]) -> None:
+    def _start_eagerly(self, coro: Coroutine[Any, Any, list[Any] | None], ctx: RequestContext | None = None) -> None:
         """Run a request's handling at once, here in the read callback, up to its first wait
         (Python 3.12's eager tasks): a fetch answered from the page cache or a produce whose
         response waits for its followers needs no task of its own and no extra loop iteration
@@ -462,6 +465,8 @@ class KafkaConnection(asyncio.Protocol):
                 handler_error_log.error("request handler failed; closing connection", peer=self.peer, exc_info=e)
                 self.close()
             return
+        if ctx is not None and ctx.started:
+            ctx.suspended = time.monotonic()  # local time ends, remote (purgatory) time begins
         self.pending.append(_Driven(self, coro, waiting_on).slot)
 
     async def _answer(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
@@ -469,9 +474,11 @@ class KafkaConnection(asyncio.Protocol):
         counted as unsent from the moment it is finished -- a response waiting behind a slower
         one is unsent too."""
         response = await handle(ctx, request)
+        h = ctx.header
+        if ctx.started:
+            self.server.request_metrics.record(h.request_api_key, ctx.received, ctx.started, ctx.suspended)
         if response is None:
             return None
-        h = ctx.header
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
         return chunks

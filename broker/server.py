@@ -51,6 +51,7 @@ from broker.controlled_shutdown import ControlledShutdown
 from broker.dynamic_config import ConfigRepository, dynamic_config_handlers
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
+from broker.metrics.request_metrics import RequestMetrics
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
@@ -97,6 +98,8 @@ class BrokerServer:
         self.config = config
         self.connections: set[Any] = set()
         self.metrics_exporter: Any = None  # broker/metrics/exporter.py when metrics.port is set
+        # request counts and phase times: only when served (metrics.port), to cost nothing otherwise
+        self.request_metrics: RequestMetrics | None = RequestMetrics() if config["metrics.port"] else None
         self.servers: list[asyncio.base_events.Server] = []
         self.tasks = BackgroundTasks()
         self.started = asyncio.Event()

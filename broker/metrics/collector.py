@@ -17,9 +17,17 @@ import asyncio
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
+
+from broker.metrics.request_metrics import PHASES
+from protocol.messages import REQUESTS
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -132,7 +140,30 @@ def network_families(server: BrokerServer) -> list[Metric]:
     return [conns]
 
 
-FAMILIES = (topic_families, replica_manager_families, controller_families, network_families)
+def request_families(server: BrokerServer) -> list[Metric]:
+    """RequestMetrics per API (`request` label: Kafka's API name, e.g. Produce, FetchConsumer is
+    not split from Fetch here); histograms in ms (broker/metrics/request_metrics.py)."""
+    rm = server.request_metrics
+    if rm is None:
+        return []
+    count = _counter("kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec).", ["request"])
+    hists = [HistogramMetricFamily(f"kafka_network_requestmetrics_{phase}", f"Request {phase} (Kafka's RequestMetrics).",
+                                   labels=["request"]) for phase in PHASES]
+    for key, m in sorted(rm.apis.items()):
+        name = api_name(key)
+        count.add_metric([name], float(m.count))
+        for fam, h in zip(hists, m.phases, strict=True):
+            fam.add_metric([name], h.cumulative(), h.sum)
+    return [count, *hists]
+
+
+def api_name(key: int) -> str:
+    """Kafka's ApiKeys name of a key: the generated request class's name without `Request`."""
+    cls = REQUESTS.get(key)
+    return cls.__name__.removesuffix("Request") if cls is not None else str(key)
+
+
+FAMILIES = (topic_families, request_families, replica_manager_families, controller_families, network_families)
 
 
 def families(server: BrokerServer) -> list[Metric]:

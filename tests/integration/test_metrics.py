@@ -16,7 +16,7 @@ from tests.metrics_scrape import scrape, series, value
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
 @pytest.fixture
@@ -55,6 +55,12 @@ def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProces
     assert value(after_produce, "kafka_server_brokertopicmetrics_bytesout_total", topic="m") == 0
 
     assert len(consume_all(mbroker, "m", 3, n)) == n
+    # a fetch at the log end waits fetch.max.wait.ms in the purgatory: remote time
+    idle = KafkaConsumer(bootstrap_servers=mbroker.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=300)
+    idle.assign([TopicPartition("m", 0)])
+    idle.seek_to_end()
+    assert not idle.poll(timeout_ms=1500)
+    idle.close()
     after_fetch = scrape("127.0.0.1", port)
     # each batch read once by the consumer
     assert value(after_fetch, "kafka_server_brokertopicmetrics_bytesout_total", topic="m") == log_bytes
@@ -67,6 +73,15 @@ def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProces
     assert value(after_fetch, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(after_fetch, "kafka_server_socketservermetrics_connection_count", listener="PLAINTEXT") >= 0
     assert value(after_fetch, "process_open_fds") > 0
+    # one Produce per batch at most; the consumer's Fetches waited in the purgatory at the end
+    produces = value(after_fetch, "kafka_network_requestmetrics_requests_total", request="Produce")
+    assert 1 <= produces <= n
+    assert value(after_fetch, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produces
+    fetches = value(after_fetch, "kafka_network_requestmetrics_requests_total", request="Fetch")
+    assert fetches >= 1
+    assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_count", request="Fetch") == fetches
+    assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch") >= 250
+    assert value(after_fetch, "kafka_network_requestmetrics_totaltimems_bucket", request="Metadata", le="+Inf") >= 1
     for op in ("Produce", "Fetch"):
         assert value(after_fetch, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation=op) >= 0
 

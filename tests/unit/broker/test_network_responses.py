@@ -49,6 +49,7 @@ class FakeTransport:
 
 class FakeServer:
     zk_mode = False
+    request_metrics = None  # metrics.port off
 
     def __init__(self) -> None:
         self.config = {"socket.request.max.bytes": 1 << 20, "queued.max.response.bytes": 1 << 20,
@@ -70,7 +71,7 @@ def start(conn: KafkaConnection, corr: int, answer: asyncio.Event) -> asyncio.Ta
         await answer.wait()
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     task = asyncio.ensure_future(conn._process(ctx, handle, None))  # type: ignore[arg-type]
     task.corr = corr  # type: ignore[attr-defined]
@@ -137,7 +138,7 @@ def start_eagerly(conn: KafkaConnection, corr: int, answer: asyncio.Event | None
             raise RuntimeError("handler bug")
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     conn._start_eagerly(conn._process(ctx, handle, None))  # type: ignore[arg-type]
 
@@ -216,7 +217,7 @@ def start_parked(conn: KafkaConnection, corr: int, purgatory: DelayedOperationPu
             raise RuntimeError("handler bug after the wait")
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     conn._start_eagerly(conn._answer(ctx, handle, None))  # type: ignore[arg-type]
     return op

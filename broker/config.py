@@ -133,6 +133,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("follower.replication.throttled.rate", "long", LONG_MAX, "Dynamic (per broker or cluster default): bytes per second a follower fetches for the partitions its topics' follower.replication.throttled.replicas name while it is not caught up.", _at_least(0), "[0,...]"),
     D("replication.quota.window.num", "int", 11, "Windows over which replication throttle rates are measured.", _at_least(1), "[1,...]"),
     D("replication.quota.window.size.seconds", "int", 1, "Length of one replication throttle window.", _at_least(1), "[1,...]"),
+    D("log.format", "string", "logfmt", "Odradek: the broker's log lines: logfmt (key=value) or json (one JSON object per line, structlog's JSONRenderer).", _one_of("logfmt", "json"), "[logfmt, json]"),
     D("metrics.port", "int", 0, "Odradek: port of the Prometheus /metrics endpoint (names as the JMX exporter's Kafka rules give them; docs/operations.md); 0 = off.", _at_least(0), "[0,...]"),
     D("metrics.host", "string", "0.0.0.0", "Odradek: address the /metrics endpoint binds."),
     D("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up with its leader for this long leaves the ISR (the leader asks the controller); one that catches up joins it again.", _at_least(1), "[1,...]"),

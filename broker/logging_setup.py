@@ -1,5 +1,6 @@
-"""One event per line, key=value, for the broker's own events (structlog) and for stdlib
-`logging` records from libraries and from storage/ alike."""
+"""One event per line, key=value (log.format=logfmt) or a JSON object (log.format=json, for log
+shippers that parse JSON), for the broker's own events (structlog) and for stdlib `logging`
+records from libraries and from storage/ alike."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import structlog
 LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
 
-def configure_logging(level: str = "INFO") -> None:
+FORMATS = ("logfmt", "json")
+
+
+def configure_logging(level: str = "INFO", fmt: str = "logfmt") -> None:
     shared = [
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
@@ -33,7 +37,8 @@ def configure_logging(level: str = "INFO") -> None:
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
-            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "logger", "event"]),
+            structlog.processors.JSONRenderer() if fmt == "json"
+            else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "logger", "event"]),
         ],
     )
     handler = logging.StreamHandler(sys.stderr)

@@ -83,15 +83,17 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
 
     if log_level.upper() not in LEVELS:  # before anything else: a typo must not start a broker
         raise click.ClickException(f"Invalid log level {log_level!r}: expected one of {', '.join(LEVELS)}")
-    configure_logging(log_level)
+    configure_logging(log_level)  # for what goes wrong before the config is read
     import structlog
 
     log = structlog.get_logger("odradek.config")
+    # the config's own warnings wait for log.format: every line of a broker is in one format
+    pending: list[str] = []
+    from_env: dict[str, str] = {}
     if config_env:
         from broker.env_config import configs_from_env
 
         from_env = configs_from_env(os.environ)
-        log.info("configs from KAFKA_* environment variables", keys=sorted(from_env))
         overrides = tuple(f"{key}={value}" for key, value in from_env.items()) + overrides
     try:
         config = load_config(
@@ -103,10 +105,15 @@ def serve(config_path: Path | None, overrides: tuple[str, ...], listeners: str |
                 "log.dirs": log_dirs,
                 "broker.id": broker_id,
             },
-            warn=lambda msg: log.warning(msg),
+            warn=pending.append,
         )
     except (ConfigError, OSError) as e:
         raise click.ClickException(str(e)) from None
+    configure_logging(log_level, config["log.format"])
+    if config_env:
+        log.info("configs from KAFKA_* environment variables", keys=sorted(from_env))
+    for msg in pending:
+        log.warning(msg)
     sys.exit(run(config))
 
 

@@ -124,6 +124,7 @@ class LoggedProcess:
 
 class BrokerProcess(LoggedProcess):
     what = "broker"
+    ready_marker = "event='broker started'"  # log.format=json: '"event": "broker started"'
 
     def __init__(
         self, log_dir: Path, port: int | None = None, overrides: Iterable[str] = (), env: dict[str, str] | None = None,
@@ -161,7 +162,7 @@ class BrokerProcess(LoggedProcess):
         ]
         for o in self.overrides:
             cmd += ["--config", o[1:]] if o.startswith("@") else ["--override", o]
-        self._spawn(cmd, "event='broker started'", timeout, cwd=REPO,
+        self._spawn(cmd, self.ready_marker, timeout, cwd=REPO,
                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         return self
 

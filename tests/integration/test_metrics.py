@@ -4,6 +4,7 @@ produced and fetched, and the replica-manager and controller gauges describe the
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +94,19 @@ def test_metrics_off_by_default(tmp_path: Path) -> None:
         assert "serving metrics" not in b.log_text()
     finally:
         b.stop()
+
+
+def test_json_log_format_writes_one_object_per_line(tmp_path: Path) -> None:
+    """log.format=json: every line the broker writes, the config warnings before it starts
+    included, is one JSON object with timestamp, level, logger and event."""
+    b = BrokerProcess(tmp_path / "data", overrides=["log.format=json", "no.such.key=1"])
+    b.ready_marker = '"event": "broker started"'
+    b.start()
+    create_topic(b, "j", 1)
+    b.stop()
+    lines = [line for line in b.lines if line.strip()]
+    assert len(lines) > 5
+    events = [json.loads(line) for line in lines]  # fails on any line that is not one object
+    assert all(isinstance(e, dict) and {"timestamp", "level", "event"} <= e.keys() for e in events)
+    assert any("no.such.key" in e["event"] and e["level"] == "warning" for e in events)
+    assert any(e["event"] == "shut down cleanly" for e in events)

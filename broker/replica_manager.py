@@ -741,11 +741,16 @@ class ReplicaManager(_ZkReplicaState):
                 log.exception("sending an ISR change failed: the partition keeps it pending until the "
                               "controller's next LeaderAndIsr", topic=p.topic, partition=p.index, proposed=pending.isr)
                 return
-            if result is not None and self.partitions.get(p.tp) is p and p.complete_isr_change(pending, result):
+            if result is None or self.partitions.get(p.tp) is not p:
+                return
+            was_pending = p.pending_isr is pending
+            moved = p.complete_isr_change(pending, result)
+            if was_pending and not isinstance(result, int) and p.pending_isr is None:  # applied
                 if pending.expand:
                     self.isr_expands += 1
                 else:
                     self.isr_shrinks += 1
+            if moved:
                 self.produce_purgatory.check_and_complete(p.tp)
                 self.fetch_purgatory.check_and_complete(p.tp)
 

@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,6 +29,8 @@ from prometheus_client.samples import Sample
 
 from broker.metrics.request_metrics import PHASES
 from protocol.messages import REQUESTS
+
+log = structlog.get_logger("odradek.metrics")
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -108,23 +111,31 @@ def replica_manager_families(server: BrokerServer) -> list[Metric]:
 
 
 def controller_families(server: BrokerServer) -> list[Metric]:
-    """ActiveControllerCount is 1 on the active controller only (so the cluster's sum is 1), and
-    OfflinePartitionsCount is reported by it alone, as Kafka's KafkaController."""
-    controller = server.controller
-    active = (not server.zk_mode) or bool(controller is not None and controller.is_active)
-    offline = 0
-    if active:
+    """KafkaController's gauges: ActiveControllerCount is 1 on the active controller only (a
+    cluster's sum is 1); the others are reported by it alone (0 elsewhere), from the counts it
+    updates after each controller event (Kafka's updateMetrics). A single node is its own
+    controller: its counts come from its metadata image."""
+    active, offline, topics, partitions = 0, 0, 0, 0
+    if server.zk_mode:
+        kc = server.controller.kafka_controller if server.controller is not None else None
+        if kc is not None and kc.is_active:
+            active = 1
+            offline, topics, partitions = kc.offline_partition_count, kc.global_topic_count, kc.global_partition_count
+    else:
+        active = 1
         image = server.metadata_cache.image
-        live = set(image.brokers)
+        topics = len(image.topics)
         for topic in image.topics.values():
-            for st in topic.partitions.values():
-                if st.leader < 0 or st.leader not in live:
-                    offline += 1
+            partitions += len(topic.partitions)
+            offline += sum(1 for st in topic.partitions.values() if st.leader < 0)
     return [
         _gauge("kafka_controller_kafkacontroller_activecontrollercount",
-               "1 on the cluster's active controller, 0 elsewhere.", int(active)),
+               "1 on the cluster's active controller, 0 elsewhere.", active),
         _gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
                "Partitions without a live leader (reported by the active controller).", offline),
+        _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics (reported by the active controller).", topics),
+        _gauge("kafka_controller_kafkacontroller_globalpartitioncount",
+               "Partitions (reported by the active controller).", partitions),
     ]
 
 
@@ -188,4 +199,9 @@ class BrokerCollector(Collector):
             return families(self.server)
 
         future: Any = asyncio.run_coroutine_threadsafe(build(), self.loop)
-        yield from future.result(SNAPSHOT_TIMEOUT_S)
+        try:
+            result = future.result(SNAPSHOT_TIMEOUT_S)
+        except Exception:  # a bug of ours: the scrape fails (HTTP 500), the broker goes on
+            log.exception("building the metrics failed")
+            raise
+        yield from result

@@ -27,6 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from broker.group.metadata import GroupState
 from broker.metrics.request_metrics import PHASES
 from protocol.messages import REQUESTS
 
@@ -174,7 +175,42 @@ def api_name(key: int) -> str:
     return cls.__name__.removesuffix("Request") if cls is not None else str(key)
 
 
-FAMILIES = (topic_families, request_families, replica_manager_families, controller_families, network_families)
+def group_families(server: BrokerServer) -> list[Metric]:
+    """GroupMetadataManager's counts, and each group's committed offsets and lag, computed here
+    at scrape time (kafka_exporter's names, which Kafka dashboards use): for the groups this
+    broker coordinates, on the partitions it leads (lag = high watermark, the end offset a
+    read_uncommitted consumer sees, minus the committed offset)."""
+    gc = server.group_coordinator
+    if gc is None:
+        return []
+    rm = server.replica_manager
+    by_state = {state: 0 for state in GroupState}
+    num_offsets = 0
+    current = _gauge("kafka_consumergroup_current_offset", "A group's committed offset.",
+                     labels=["consumergroup", "topic", "partition"])
+    lag = _gauge("kafka_consumergroup_lag", "High watermark minus the group's committed offset.",
+                 labels=["consumergroup", "topic", "partition"])
+    for group_id, g in gc.groups.items():
+        by_state[g.state] += 1
+        num_offsets += len(g.offsets)
+        for (topic, index), om in g.offsets.items():
+            p = rm.partitions.get((topic, index))
+            if p is None or not p.is_leader:
+                continue
+            labels = [group_id, topic, str(index)]
+            current.add_metric(labels, float(om.offset))
+            lag.add_metric(labels, float(max(0, p.high_watermark - om.offset)))
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    out: list[Metric] = [
+        _gauge(prefix + "numgroups", "Groups this broker coordinates.", len(gc.groups)),
+        _gauge(prefix + "numoffsets", "Committed offsets of the groups this broker coordinates.", num_offsets),
+    ]
+    for state, n in by_state.items():
+        out.append(_gauge(prefix + "numgroups" + state.value.lower(), f"Groups in state {state.value}.", n))
+    return [*out, current, lag]
+
+
+FAMILIES = (topic_families, request_families, group_families, replica_manager_families, controller_families, network_families)
 
 
 def families(server: BrokerServer) -> list[Metric]:

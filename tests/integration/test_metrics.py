@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import FAST_GROUPS, BrokerProcess, free_port
 from tests.integration.test_clients import consume_all, create_topic
 from tests.metrics_scrape import scrape, series, value
 
@@ -110,3 +110,44 @@ def test_json_log_format_writes_one_object_per_line(tmp_path: Path) -> None:
     assert all(isinstance(e, dict) and {"timestamp", "level", "event"} <= e.keys() for e in events)
     assert any("no.such.key" in e["event"] and e["level"] == "warning" for e in events)
     assert any(e["event"] == "shut down cleanly" for e in events)
+
+
+def test_group_lag_is_end_offset_minus_committed(tmp_path: Path) -> None:
+    """A group's consumer reads and commits 40 records then stops; 25 and 15 more records land on
+    the two partitions: kafka_consumergroup_lag says 25 and 15, current_offset 20 and 20."""
+    port = free_port()
+    b = BrokerProcess(tmp_path / "data", overrides=[*FAST_GROUPS, f"metrics.port={port}", "metrics.host=127.0.0.1"])
+    b.start()
+    try:
+        create_topic(b, "lagged", 2)
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all")
+
+        def produce(per_partition: dict[int, int]) -> None:
+            for p, count in per_partition.items():
+                for i in range(count):
+                    producer.send("lagged", f"{p}-{i}".encode(), partition=p)
+            producer.flush()
+
+        produce({0: 20, 1: 20})
+        consumer = KafkaConsumer("lagged", bootstrap_servers=b.bootstrap, group_id="g", enable_auto_commit=False,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=15000)
+        seen = 0
+        for _ in consumer:
+            seen += 1
+            if seen == 40:
+                break
+        consumer.commit()
+        consumer.close()
+        produce({0: 25, 1: 15})
+        producer.close()
+        samples = scrape("127.0.0.1", port)
+        labels = {"consumergroup": "g", "topic": "lagged"}
+        assert value(samples, "kafka_consumergroup_current_offset", partition="0", **labels) == 20
+        assert value(samples, "kafka_consumergroup_current_offset", partition="1", **labels) == 20
+        assert value(samples, "kafka_consumergroup_lag", partition="0", **labels) == 25
+        assert value(samples, "kafka_consumergroup_lag", partition="1", **labels) == 15
+        assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numgroups") == 1
+        assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numgroupsempty") == 1
+        assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numoffsets") == 2
+    finally:
+        b.stop()

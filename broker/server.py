@@ -51,6 +51,7 @@ from broker.controlled_shutdown import ControlledShutdown
 from broker.dynamic_config import ConfigRepository, dynamic_config_handlers
 from broker.group import GroupCoordinator
 from broker.metadata_cache import MetadataCache
+from broker.metrics.loop_busy import LoopBusy
 from broker.metrics.request_metrics import RequestMetrics
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
@@ -98,6 +99,7 @@ class BrokerServer:
         self.config = config
         self.connections: set[Any] = set()
         self.metrics_exporter: Any = None  # broker/metrics/exporter.py when metrics.port is set
+        self.loop_busy: LoopBusy | None = None  # sampled once a second while metrics are served
         # request counts and phase times: only when served (metrics.port), to cost nothing otherwise
         self.request_metrics: RequestMetrics | None = RequestMetrics() if config["metrics.port"] else None
         self.servers: list[asyncio.base_events.Server] = []
@@ -448,6 +450,8 @@ class BrokerServer:
         except OSError as e:
             raise StartupError(f"cannot serve metrics on {self.config['metrics.host']}:{self.config['metrics.port']}: {e}") from e
         self.metrics_exporter = exporter
+        busy = self.loop_busy = LoopBusy()
+        self._spawn(self.tasks.every(1000, busy.sample, "event-loop busy ratio"))
         log.info("serving metrics", address=f"{self.config['metrics.host']}:{exporter.port}", path="/metrics")
 
     def _open_log_manager(self) -> LogManager:

@@ -105,6 +105,7 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.file_records import EMPTY_RECORDS, FetchDataInfo, LogOffsetMetadata
+from storage.flush_stats import LOG_FLUSH_STATS
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.log_dir_failure_channel import LogDirFailureChannel, describe_io_error, io_error_of
 from storage.log_loader import load_log, rebuild_producer_state
@@ -1604,10 +1605,12 @@ class Log:
             return
         segs, bases = self._view
         i = max(0, self._floor(bases, start))
+        began = time.monotonic()
         for seg in segs[i:]:
             if seg.base_offset >= target:
                 break
             seg.flush()
+        LOG_FLUSH_STATS.record((time.monotonic() - began) * 1000)
         with self._flush_lock:
             if self._truncations == truncations and target > self._recovery_point:
                 self._recovery_point = min(target, self._log_end_offset)

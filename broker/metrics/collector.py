@@ -14,6 +14,7 @@ the text rendering and the socket work happen in the thread.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ from prometheus_client.samples import Sample
 from broker.group.metadata import GroupState
 from broker.metrics.request_metrics import PHASES
 from protocol.messages import REQUESTS
+from storage.flush_stats import BOUNDS_MS as FLUSH_BOUNDS_MS
+from storage.flush_stats import LOG_FLUSH_STATS
 
 log = structlog.get_logger("odradek.metrics")
 
@@ -210,7 +213,48 @@ def group_families(server: BrokerServer) -> list[Metric]:
     return [*out, current, lag]
 
 
-FAMILIES = (topic_families, request_families, group_families, replica_manager_families, controller_families, network_families)
+def replication_families(server: BrokerServer) -> list[Metric]:
+    """Followers' lag behind their leaders (FetcherLagMetrics ConsumerLag: the leader's high
+    watermark minus our log end at the last fetch) and the replication throttles' measured byte
+    rates (Kafka's LeaderReplication / FollowerReplication byte-rate quota sensors)."""
+    rm = server.replica_manager
+    lag = _gauge("kafka_server_fetcherlagmetrics_consumerlag", "Offsets a follower is behind its leader.",
+                 labels=["clientId", "topic", "partition"])
+    for (leader, fid), fetcher in rm.replica_fetcher_manager.fetchers.items():
+        client_id = f"ReplicaFetcherThread-{fid}-{leader}"
+        for (topic, index), st in fetcher.partitions.items():
+            if st.lag is not None:
+                lag.add_metric([client_id, topic, str(index)], float(st.lag))
+    now_ms = time.monotonic() * 1000
+    return [
+        lag,
+        _gauge("kafka_server_leaderreplication_byte_rate", "Throttled replication bytes per second sent as leader.",
+               rm.leader_quota.rate.measure(now_ms)),
+        _gauge("kafka_server_followerreplication_byte_rate",
+               "Throttled replication bytes per second fetched as follower.", rm.follower_quota.rate.measure(now_ms)),
+    ]
+
+
+def process_families(server: BrokerServer) -> list[Metric]:
+    """The loop's busy ratio (our request handler pool is the event loop) and log flush times."""
+    out: list[Metric] = []
+    busy = server.loop_busy
+    if busy is not None:
+        out.append(_gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+                          "Fraction of the last second the event loop was idle (1 - busy).", 1.0 - busy.ratio))
+        out.append(_gauge("odradek_event_loop_busy_ratio", "Fraction of the last second the event loop ran.", busy.ratio))
+    buckets, total_ms = LOG_FLUSH_STATS.snapshot()
+    flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems", "Log flushes (fsync) and their time.")
+    cumulative, n = [], 0
+    for bound, count in zip((*map(str, FLUSH_BOUNDS_MS), "+Inf"), buckets, strict=True):
+        n += count
+        cumulative.append((bound, float(n)))
+    flush.add_metric([], cumulative, total_ms)
+    out.append(flush)
+    return out
+
+
+FAMILIES = (topic_families, request_families, group_families, replication_families, process_families, replica_manager_families, controller_families, network_families)
 
 
 def families(server: BrokerServer) -> list[Metric]:

@@ -61,6 +61,8 @@ async def test_under_replicated_and_active_controller(zookeeper: ZooKeeperServer
                                  lambda s: total(s, "kafka_server_replicamanager_underreplicatedpartitions") >= 1,
                                  f"URP with broker {paused} paused")
             assert total(during, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+            # the running followers fetch from each other's leaders: their lag is served
+            assert any(n == "kafka_server_fetcherlagmetrics_consumerlag" for s in during.values() for n, _ in s)
         finally:
             cluster.brokers[paused].proc.send_signal(signal.SIGCONT)
         after = await until(ports, all_ids, lambda s: total(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0

@@ -23,7 +23,7 @@ with warnings.catch_warnings():
 @pytest.fixture
 def mbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path / "data", overrides=["num.partitions=1", f"metrics.port={free_port()}",
-                                                    "metrics.host=127.0.0.1"])
+                                                    "metrics.host=127.0.0.1", "log.flush.interval.messages=1"])
     b.metrics_port = int(b.overrides[1].split("=")[1])
     b.start()
     try:
@@ -83,6 +83,12 @@ def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProces
     assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_count", request="Fetch") == fetches
     assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch") >= 250
     assert value(after_fetch, "kafka_network_requestmetrics_totaltimems_bucket", request="Metadata", le="+Inf") >= 1
+    assert 0.0 <= value(after_fetch, "odradek_event_loop_busy_ratio") <= 1.0
+    assert value(after_fetch, "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent") == pytest.approx(
+        1.0 - value(after_fetch, "odradek_event_loop_busy_ratio"))
+    assert value(after_fetch, "kafka_server_leaderreplication_byte_rate") == 0
+    # flush.messages=1: every produce request's append was fsynced before its answer
+    assert value(after_fetch, "kafka_log_logflushstats_logflushrateandtimems_count") >= produces
     for op in ("Produce", "Fetch"):
         assert value(after_fetch, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation=op) >= 0
 

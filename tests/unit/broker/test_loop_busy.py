@@ -1,0 +1,21 @@
+"""LoopBusy measures the loop thread's CPU over wall time: a loop that spins for most of an
+interval reads busy, one that sleeps reads idle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from broker.metrics.loop_busy import LoopBusy
+
+
+async def test_busy_loop_reads_busy_and_sleeping_loop_idle() -> None:
+    busy = LoopBusy()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:  # CPU on the loop thread
+        pass
+    await busy.sample()
+    assert busy.ratio > 0.6
+    await asyncio.sleep(0.3)
+    await busy.sample()
+    assert busy.ratio < 0.3

@@ -32,6 +32,8 @@ BENCHES = {
     "cleaner": ("Log compaction: cleaner throughput vs the disk, produce latency while it cleans",
                 "tests.bench.bench_cleaner"),
     "timer": ("Timing wheel vs heapq timer", "tests.bench.bench_timer"),
+    "metrics": ("The cost of /metrics: throughput and broker CPU per record with metrics off and on",
+                "tests.bench.bench_metrics"),
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),
     "tls": ("TLS side by side with Apache Kafka 3.9: SSL throughput and broker CPU per record, and the cost of "

@@ -5,6 +5,7 @@ produced and fetched, and the replica-manager and controller gauges describe the
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,19 @@ from tests.metrics_scrape import scrape, series, value
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def queried_names() -> set[str]:
+    """Series names in docs/grafana/odradek.json's queries and docs/prometheus/odradek-alerts.yml."""
+    dashboard = json.loads((DOCS / "grafana" / "odradek.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    exprs.append((DOCS / "prometheus" / "odradek-alerts.yml").read_text())
+    names = {n for e in exprs for n in re.findall(r"\b(?:kafka|odradek|process)_[a-z_]+", e)}
+    assert len(names) > 20
+    return names
 
 
 @pytest.fixture
@@ -89,6 +103,11 @@ def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProces
     assert value(after_fetch, "kafka_server_leaderreplication_byte_rate") == 0
     # flush.messages=1: every produce request's append was fsynced before its answer
     assert value(after_fetch, "kafka_log_logflushstats_logflushrateandtimems_count") >= produces
+    # the committed Grafana dashboard and alert rules query only series a broker serves (the
+    # per-partition lag series need a group or a follower: test_group_lag / test_metrics_cluster)
+    served = {name for name, _ in after_fetch}
+    lag_series = {"kafka_consumergroup_lag", "kafka_server_fetcherlagmetrics_consumerlag"}
+    assert queried_names() - served - lag_series == set()
     for op in ("Produce", "Fetch"):
         assert value(after_fetch, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation=op) >= 0
 

@@ -64,8 +64,18 @@ def _topic_counter(name: str, doc: str, per_topic: dict[str, int], total: int) -
 
 
 def topic_families(server: BrokerServer) -> list[Metric]:
-    stats = server.replica_manager.topic_stats
+    """The per-topic series of a deleted topic go away (Kafka removes its topic metrics on
+    deletion): a topic neither in the metadata nor hosted here is dropped from the counters."""
+    rm = server.replica_manager
+    stats = rm.topic_stats
     topics = stats.topics
+    known = server.metadata_cache.topics
+    gone = [t for t in topics if t not in known]
+    if gone:
+        hosted = {tp[0] for tp in rm.partitions}
+        for t in gone:
+            if t not in hosted:
+                stats.remove_topic(t)
     return [
         _topic_counter("kafka_server_brokertopicmetrics_messagesin", "Records appended to leaders (MessagesInPerSec).",
                        {t: c.messages_in for t, c in topics.items()}, stats.all.messages_in),

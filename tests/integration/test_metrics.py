@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from tests.metrics_scrape import scrape, series, value
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -176,3 +177,28 @@ def test_group_lag_is_end_offset_minus_committed(tmp_path: Path) -> None:
         assert value(samples, "kafka_coordinator_group_groupmetadatamanager_numoffsets") == 2
     finally:
         b.stop()
+
+
+def test_deleted_topic_series_go_away(mbroker: BrokerProcess) -> None:
+    """After DeleteTopics the topic's series are no longer served; the all-topics totals keep
+    what was counted (they are totals since the broker started)."""
+    port = mbroker.metrics_port
+    create_topic(mbroker, "gone", 1)
+    producer = KafkaProducer(bootstrap_servers=mbroker.bootstrap, acks="all")
+    for i in range(10):
+        producer.send("gone", b"x%d" % i)
+    producer.flush()
+    producer.close()
+    assert value(scrape("127.0.0.1", port), "kafka_server_brokertopicmetrics_messagesin_total", topic="gone") == 10
+    admin = KafkaAdminClient(bootstrap_servers=mbroker.bootstrap)
+    admin.delete_topics(["gone"])
+    admin.close()
+    deadline = time.monotonic() + 30
+    while True:
+        samples = scrape("127.0.0.1", port)
+        left = [(n, labels) for n, labels in samples if ("topic", "gone") in labels]
+        if not left:
+            break
+        assert time.monotonic() < deadline, left
+        time.sleep(0.1)
+    assert value(samples, "kafka_server_brokertopicmetrics_messagesin_total") == 10

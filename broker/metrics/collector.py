@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from broker.group.metadata import GroupState
-from broker.metrics.request_metrics import PHASES
+from broker.metrics.request_metrics import PHASES, cumulative
 from protocol.messages import REQUESTS
 from storage.flush_stats import BOUNDS_MS as FLUSH_BOUNDS_MS
 from storage.flush_stats import LOG_FLUSH_STATS
@@ -255,11 +255,7 @@ def process_families(server: BrokerServer) -> list[Metric]:
         out.append(_gauge("odradek_event_loop_busy_ratio", "Fraction of the last second the event loop ran.", busy.ratio))
     buckets, total_ms = LOG_FLUSH_STATS.snapshot()
     flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems", "Log flushes (fsync) and their time.")
-    cumulative, n = [], 0
-    for bound, count in zip((*map(str, FLUSH_BOUNDS_MS), "+Inf"), buckets, strict=True):
-        n += count
-        cumulative.append((bound, float(n)))
-    flush.add_metric([], cumulative, total_ms)
+    flush.add_metric([], cumulative(FLUSH_BOUNDS_MS, buckets), total_ms)
     out.append(flush)
     return out
 

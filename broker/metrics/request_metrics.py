@@ -40,12 +40,17 @@ class Histogram:
         self.sum += ms
 
     def cumulative(self) -> list[tuple[str, float]]:
-        out = []
-        total = 0
-        for bound, n in zip((*map(str, BOUNDS_MS), "+Inf"), self.buckets, strict=True):
-            total += n
-            out.append((bound, float(total)))
-        return out
+        return cumulative(BOUNDS_MS, self.buckets)
+
+
+def cumulative(bounds: tuple[float, ...], buckets: list[int]) -> list[tuple[str, float]]:
+    """Per-bucket counts as Prometheus' cumulative (le, count) pairs, +Inf last."""
+    out = []
+    total = 0
+    for bound, n in zip((*map(str, bounds), "+Inf"), buckets, strict=True):
+        total += n
+        out.append((bound, float(total)))
+    return out
 
 
 class ApiMetrics:

@@ -1,5 +1,5 @@
-"""LoopBusy measures the loop thread's CPU over wall time: a loop that spins for most of an
-interval reads busy, one that sleeps reads idle."""
+"""LoopBusy measures the loop thread's CPU over wall time: a loop that spins for an interval
+reads busy (its share of a CPU, which the machine's load lowers), one that sleeps reads idle."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ async def test_busy_loop_reads_busy_and_sleeping_loop_idle() -> None:
     while time.monotonic() < end:  # CPU on the loop thread
         pass
     await busy.sample()
-    assert busy.ratio > 0.6
+    spinning = busy.ratio
+    assert spinning > 0.25  # the CPU share this thread got (less than 1 on a loaded machine)
     await asyncio.sleep(0.3)
     await busy.sample()
-    assert busy.ratio < 0.3
+    assert busy.ratio < min(0.1, spinning / 2)

@@ -52,12 +52,18 @@ class Rate:
 
     def measure(self, now_ms: float) -> float:
         """Bytes per second."""
+        elapsed = self.window_size(now_ms)
+        return sum(w[1] for w in self._windows) / (elapsed / 1000)
+
+    def window_size(self, now_ms: float) -> float:
+        """Rate.windowSize: the span in ms the rate is measured over -- since the oldest window
+        started, and at least samples - 1 windows (a young rate has no start burst)."""
         self._purge(now_ms)
         elapsed = now_ms - (self._windows[0][0] if self._windows else now_ms)
         full = int(elapsed // self.window_ms)
-        if full < self.samples - 1:  # a young rate is measured over the whole span (no start burst)
+        if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
-        return sum(w[1] for w in self._windows) / (elapsed / 1000)
+        return elapsed
 
     def _purge(self, now_ms: float) -> None:
         expire = self.samples * self.window_ms

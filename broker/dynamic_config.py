@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.config import CONFIGS, ConfigError, KafkaConfig, parse_value
+from broker.quota.quotas import ClientQuotas
 from broker.replication_quota import UNLIMITED
 from storage.config import LogConfig
 
@@ -160,20 +161,32 @@ class BrokerConfigHandler:
                      ", ".join(f"{k}={v}" for k, v in sorted(changed.items())), updated)
 
 
+class QuotaConfigHandler:
+    """Client and user quota overrides (Kafka's ClientIdConfigHandler / UserConfigHandler): the
+    entity's whole config, `alice`, `alice/clients/c1` or `c1` (sanitized), to the quotas."""
+
+    def __init__(self, entity_type: str, quotas: ClientQuotas) -> None:
+        self.entity_type = entity_type
+        self.quotas = quotas
+
+    def process_config_changes(self, entity: str, config: dict[str, str]) -> None:
+        self.quotas.process_config_changes(self.entity_type, entity, config)
+
+
 class IgnoredConfigHandler:
-    """Client, user and IP quota overrides: Odradek enforces no quotas."""
+    """IP quota overrides (connection_creation_rate): not enforced by Odradek."""
 
     def __init__(self, entity_type: str) -> None:
         self.entity_type = entity_type
 
     def process_config_changes(self, entity: str, config: dict[str, str]) -> None:
         if config:
-            log.warning("Quota overrides of %s/%s are not enforced (Odradek has no quotas): %s",
+            log.warning("Quota overrides of %s/%s are not enforced (Odradek has no IP quotas): %s",
                         self.entity_type, entity, ", ".join(sorted(config)))
 
 
 def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
-                            repository: ConfigRepository,
+                            repository: ConfigRepository, quotas: ClientQuotas,
                             reconfigurables: tuple[Callable[[Mapping[str, Any]], Awaitable[None]], ...] = (),
                             ) -> dict[str, Any]:
     """The ZkConfigManager's handlers by entity type (KafkaServer's dynamicConfigHandlers); the
@@ -182,8 +195,8 @@ def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, 
     replica_manager.topic_config_source = topics.topic_config
     return {
         "topics": topics,
-        "clients": IgnoredConfigHandler("clients"),
-        "users": IgnoredConfigHandler("users"),
+        "clients": QuotaConfigHandler("clients", quotas),
+        "users": QuotaConfigHandler("users", quotas),
         "brokers": BrokerConfigHandler(config, metadata_cache, replica_manager, topics, reconfigurables),
         "ips": IgnoredConfigHandler("ips"),
     }

@@ -55,6 +55,7 @@ from broker.metrics.loop_busy import LoopBusy
 from broker.metrics.request_metrics import RequestMetrics
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
+from broker.quota.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.tls.listeners import TlsListeners
@@ -120,6 +121,11 @@ class BrokerServer:
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
         self.authorizer: AclAuthorizer | None = None  # authorizer.class.name set: every request checked
         self.acl_store: ZkAclStore | None = None  # ZooKeeper mode with an authorizer: /kafka-acl
+        # client quotas (broker/quota): configs from ZooKeeper's /config/users and /config/clients
+        # or the single node's metadata store, and the sampled rates they bound
+        self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"],
+                                   config["controller.quota.window.num"],
+                                   config["controller.quota.window.size.seconds"])
         self._zk_closed = False
         self.metadata_cache: MetadataCache = MetadataCache(MetadataImage(cluster_id="", controller_id=-1))
         self.started_callbacks: list[Any] = []  # run once serving (tests: broker.loop_audit)
@@ -158,6 +164,8 @@ class BrokerServer:
             cfg["cluster.id"] or self.log_manager.stored_cluster_id,  # for a new store: keep Kafka's id
         )
         self.metadata_cache = MetadataCache(self.controller.image)
+        for entity, quota_config in self.controller.client_quotas.items():
+            self.quotas.update(entity, quota_config)
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
         if cfg["authorizer.class.name"]:
@@ -209,7 +217,7 @@ class BrokerServer:
         # their topic's /config/topics/<t> through the topic handler)
         self.config_repository = ZkConfigRepository(kafka_zk)
         self.config_manager = ZkConfigManager(kafka_zk, dynamic_config_handlers(
-            cfg, self.metadata_cache, self.replica_manager, self.config_repository,
+            cfg, self.metadata_cache, self.replica_manager, self.config_repository, self.quotas,
             (self.tls.reconfigure,) if self.tls is not None else ()))
         try:
             await self.config_manager.startup()

@@ -48,6 +48,13 @@ class Controller(Protocol):
     def set_broker_configs(self, configs: dict[str, str], cluster_default: bool = False) -> None:
         """This broker's dynamic configs, or (`cluster_default`) the whole cluster's."""
 
+    async def alter_client_quota(self, entity: Any, ops: list[tuple[str, float, bool]]) -> dict[str, str]:
+        """AlterClientQuotas for one entity (broker.quota.entity.Entity): its stored configs after
+        the (key, value, remove) ops; raises KafkaProtocolError for an invalid op."""
+
+    async def client_quota_configs(self) -> dict[Any, dict[str, str]]:
+        """Every quota entity's stored configs (DescribeClientQuotas)."""
+
     async def allocate_producer_id(self) -> int: ...
 
     async def committed(self) -> None:

@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from broker.quota.admin import apply_ops
+from broker.quota.entity import Entity, parse_entity, zk_entity
 from broker.security.acl import AccessControlEntry, ResourcePattern, acls_from_json, acls_to_json
 from controller.image import (
     BrokerInfo,
@@ -65,6 +67,9 @@ class EmbeddedController:
         self.image = MetadataImage(cluster_id=cluster_id or _new_cluster_id(), controller_id=broker.broker_id)
         # the ACLs of the single node's authorizer (broker.security.acl_store.EmbeddedAclStore)
         self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        # client quotas by entity (broker.quota.entity: sanitized names, `<default>`), as
+        # ZooKeeper would hold them under /config/users and /config/clients
+        self.client_quotas: dict[Entity, dict[str, str]] = {}
         if self.path.exists():
             self._load()
         self.image.brokers = {broker.broker_id: broker}
@@ -82,6 +87,8 @@ class EmbeddedController:
         self.image.broker_configs = dict(data.get("broker_configs", {}))
         self.producer_id_limit = self.next_producer_id = int(data.get("producer_id_limit", 0))
         self.acls = acls_from_json(data.get("acls", []))
+        self.client_quotas = {parse_entity(q["entity_type"], q["entity"]): dict(q["config"])
+                              for q in data.get("client_quotas", [])}
         for t in data.get("topics", []):
             parts = {
                 int(p["partition"]): PartitionState(
@@ -105,6 +112,8 @@ class EmbeddedController:
             "broker_configs": self.image.broker_configs,
             "producer_id_limit": self.producer_id_limit,
             "acls": acls_to_json(self.acls),
+            "client_quotas": [{"entity_type": t, "entity": e, "config": c}
+                              for (t, e), c in ((zk_entity(k), v) for k, v in self.client_quotas.items())],
             "topics": [
                 {
                     "name": t.name,
@@ -326,6 +335,20 @@ class EmbeddedController:
         """A single node's dynamic configs are the cluster's: `cluster_default` changes nothing."""
         self.image.broker_configs = dict(configs)
         self._save()
+
+    async def alter_client_quota(self, entity: Entity, ops: list[tuple[str, float, bool]]) -> dict[str, str]:
+        """An AlterClientQuotas entry: the entity's configs after `ops` (broker.quota.admin.apply_ops,
+        which raises KafkaProtocolError), durable once :meth:`committed` returns."""
+        config = apply_ops(self.client_quotas.get(entity, {}), ops)
+        if config:
+            self.client_quotas[entity] = config
+        else:
+            self.client_quotas.pop(entity, None)
+        self._save()
+        return config
+
+    async def client_quota_configs(self) -> dict[Entity, dict[str, str]]:
+        return {e: dict(c) for e, c in self.client_quotas.items()}
 
     # -- listeners ------------------------------------------------------------------------------
 

@@ -227,7 +227,11 @@ class ZkConfigManager:
     async def startup(self) -> None:
         """Apply every entity's overrides, then start processing notifications."""
         for config_type, handler in self.config_handlers.items():
-            for entity in sorted(await self.zk_client.get_all_entities_with_config(config_type)):
+            entities = sorted(await self.zk_client.get_all_entities_with_config(config_type))
+            if config_type == ConfigType.USER:  # and /config/users/<u>/clients/<c> (fetchAllChildEntityConfigs)
+                entities += [f"{user}/clients/{client}" for user in list(entities) for client in sorted(
+                    await self.zk_client.get_all_entities_with_config(f"{ConfigType.USER}/{user}/clients"))]
+            for entity in entities:
                 config = await self.zk_client.get_entity_configs(config_type, entity)
                 try:
                     await _maybe_await(handler.process_config_changes(entity, config))

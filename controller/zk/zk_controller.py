@@ -44,6 +44,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.quota.admin import apply_ops
+from broker.quota.entity import Entity, parse_entity, zk_entity
 from controller.assignment import (
     BrokerMetadata,
     RackAwareMode,
@@ -403,6 +405,35 @@ class ZkController:
         if not cluster_default:
             self.broker_configs = dict(configs)
         self._start(self.admin.change_broker_config(None if cluster_default else self.broker_id, configs))
+
+    async def alter_client_quota(self, entity: Entity, ops: list[tuple[str, float, bool]]) -> dict[str, str]:
+        """ZkAdminManager.alterClientQuotas for one entry: the entity's znode read, `ops` applied
+        (other keys kept: SCRAM credentials live next to user quotas), written back with a
+        /config/changes notification that every broker's ZkConfigManager applies."""
+        entity_type, name = zk_entity(entity)
+        try:
+            stored = await self.zk_client.get_entity_configs(entity_type, name)
+            config = apply_ops(stored, ops)
+            await self.zk_client.change_entity_config(entity_type, name, config, controller_check=False)
+        except ZooKeeperClientError as e:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}") from e
+        return config
+
+    async def client_quota_configs(self) -> dict[Entity, dict[str, str]]:
+        """Every user and client-id entity's configs as ZooKeeper has them (describeClientQuotas)."""
+        zk = self.zk_client
+        out: dict[Entity, dict[str, str]] = {}
+        try:
+            for user in await zk.get_all_entities_with_config("users"):
+                out[parse_entity("users", user)] = await zk.get_entity_configs("users", user)
+                for client in await zk.get_all_entities_with_config(f"users/{user}/clients"):
+                    name = f"{user}/clients/{client}"
+                    out[parse_entity("users", name)] = await zk.get_entity_configs("users", name)
+            for client in await zk.get_all_entities_with_config("clients"):
+                out[parse_entity("clients", client)] = await zk.get_entity_configs("clients", client)
+        except ZooKeeperClientError as e:
+            raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}") from e
+        return out
 
     # -- requests only the elected controller answers --------------------------------------------
 

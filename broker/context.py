@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.registry import advertised
+from broker.quota.entity import sanitize, user_name
+from broker.quota.manager import ClientQuotaManager
 from broker.security.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -30,11 +32,29 @@ class RequestContext:
     server: BrokerServer
     connection: Any  # KafkaConnection; Any to avoid an import cycle
     header: RequestHeader
+    size: int = 0  # the request's bytes (without the size prefix): what a produce quota counts
     # time.monotonic() of the request's arrival, dispatch and first wait, for RequestMetrics
     # (broker/metrics/request_metrics.py; 0.0 when metrics are off or the handler never waited)
     received: float = 0.0
     started: float = 0.0
     suspended: float = 0.0
+
+    @property
+    def quota_entity(self) -> tuple[str, str]:
+        """The (user, client-id) the client quotas know this client by, sanitized as ZooKeeper's
+        entity names (broker.quota.entity)."""
+        return sanitize(user_name(self.principal)), sanitize(self.client_id or "")
+
+    def record_quota(self, manager: ClientQuotaManager, value: float) -> int:
+        """Record `value` (bytes, ...) against this client's quota of `manager`'s type; when over
+        it, mute the connection for the throttle time (KIP-219), which is returned for the
+        response's throttle_time_ms. Free when no quota is set at all."""
+        if not manager.quotas:
+            return 0
+        throttle_ms = manager.record_and_get_throttle_time_ms(*self.quota_entity, value)
+        if throttle_ms > 0:
+            self.connection.throttle(throttle_ms)
+        return throttle_ms
 
     @property
     def version(self) -> int:

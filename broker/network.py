@@ -226,6 +226,8 @@ class KafkaConnection(asyncio.Protocol):
         self.principal = ANONYMOUS
         self.tls = False  # an SSL listener's connection: file regions are read, not sendfile'd
         self.region_read: asyncio.Future[bytes] | None = None  # TLS: the chunk being read
+        # a client over its quota (broker/quota): muted until the timer fires (KIP-219)
+        self.throttle_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -277,6 +279,9 @@ class KafkaConnection(asyncio.Protocol):
         self._release_memory()
         self.pool.forget(id(self))
         self._cancel_receive_timer()
+        if self.throttle_timer is not None:
+            self.throttle_timer.cancel()
+            self.throttle_timer = None
         self._wake_sent_waiters()
 
     def pause_writing(self) -> None:
@@ -419,7 +424,7 @@ class KafkaConnection(asyncio.Protocol):
         if handler is None or key not in REQUESTS:
             self.abort("request for an unsupported api key", api_key=key, api_version=version)
             return
-        ctx = RequestContext(self.server, self, header)
+        ctx = RequestContext(self.server, self, header, len(frame))
         if self.server.request_metrics is not None:
             ctx.received = self.last_active
             ctx.started = time.monotonic()
@@ -647,11 +652,32 @@ class KafkaConnection(asyncio.Protocol):
                 return self.region_sent >= region.size
         return True
 
+    def throttle(self, throttle_ms: int) -> None:
+        """Mute the connection for `throttle_ms` (KIP-219, Kafka's RequestChannel throttling): the
+        throttled response goes out at once, but no further request is read or parsed until the
+        time has passed; a longer throttle extends a running one."""
+        if throttle_ms <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        timer = self.throttle_timer
+        if timer is not None:
+            if timer.when() >= until:
+                return
+            timer.cancel()
+        self.throttle_timer = loop.call_at(until, self._unthrottle)
+        self._update_reading(parse_now=False)
+
+    def _unthrottle(self) -> None:
+        self.throttle_timer = None
+        self._update_reading()
+
     def _update_reading(self, parse_now: bool = True) -> None:
         if self.transport is None or self.closed:
             return
         should_pause = (
-            self.draining
+            self.throttle_timer is not None
+            or self.draining
             or self.write_paused
             or self.memory_wait
             or len(self.pending) >= MAX_IN_FLIGHT
@@ -693,6 +719,9 @@ class KafkaConnection(asyncio.Protocol):
         self._release_memory()
         self.pool.forget(id(self))
         self._cancel_receive_timer()
+        if self.throttle_timer is not None:
+            self.throttle_timer.cancel()
+            self.throttle_timer = None
         self._wake_sent_waiters()
         if self.transport is not None:
             self.transport.close()

@@ -20,6 +20,11 @@
 * Replication throttle (broker.replication_quota): a follower outside the ISR gets no records of
   a partition its topic's leader.replication.throttled.replicas names for this broker while the
   leader's throttled byte rate is over leader.replication.throttled.rate.
+* consumer_byte_rate (broker/quota), consumers only: the records bytes of the response are
+  recorded against the client's quota, the response bounded by what the quota lets through in its
+  measured span (max_bytes at most quota x (quota.window.num - 1) x window); over it the response is empty (the bytes taken back, no
+  session created or advanced) with Kafka's throttle time, and the connection is muted for it.
+  Followers are never client-throttled.
 * Fetch from the closest replica (KIP-392). A follower serves consumers too from v11 (those
   versions carry client metadata, and Kafka's FetchParams.fetchOnlyLeader is false for them), up
   to the high watermark it knows (its leader's, as its last fetch brought it): a fetch offset
@@ -267,6 +272,10 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     if fctx.error:
         return build_response(ctx, fctx, {})
     params = FetchParams.of(ctx, req)
+    if req.replica_id < 0 and ctx.server.quotas.fetch.quotas:
+        window_bytes = ctx.server.quotas.fetch.max_value_in_quota_window(*ctx.quota_entity)
+        if window_bytes is not None:  # Kafka's maxQuotaWindowBytes bound on the response
+            req.max_bytes = min(req.max_bytes, max(1, int(window_bytes)))
     denied = unauthorized(ctx, req.replica_id >= 0, fctx.partitions)
     parts = {k: v for k, v in fctx.partitions.items() if k not in denied} if denied else fctx.partitions
     diverging = (rm.record_follower_fetch(req.replica_id, parts, ctx.version >= 12, now_ms)
@@ -288,6 +297,10 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         _record_throttled_bytes(rm, results)
     if params.client is not None:
         _log_read_replicas(rm, params.client, results)
+    if req.replica_id < 0 and ctx.server.quotas.fetch.quotas:
+        throttled = _consumer_quota(ctx, fctx, results)
+        if throttled is not None:
+            return throttled
     if req.replica_id < 0:  # Kafka's BytesOutPerSec counts consumers' bytes, not followers'
         stats = rm.topic_stats
         for key, r in results.items():
@@ -300,6 +313,21 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
         log.info("Created fetch session for a follower", replica=req.replica_id, session_id=response.session_id,
                  partitions=len(fctx.partitions))
     return response
+
+
+def _consumer_quota(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]
+                    ) -> FetchResponse | None:
+    """consumer_byte_rate (KafkaApis.handleFetchRequest): the response's record bytes recorded; over
+    the quota the bytes are taken back and the answer is empty -- no partitions, no new session,
+    an incremental session kept as it was -- with the throttle time, the connection muted for it."""
+    size = sum(r.records_size for r in results.values())
+    manager = ctx.server.quotas.fetch
+    throttle_ms = ctx.record_quota(manager, size)
+    if throttle_ms <= 0:
+        return None
+    manager.unrecord(*ctx.quota_entity, size)
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=0, responses=[],
+                         session_id=fctx.response_session_id if fctx.kind == "incremental" else 0)
 
 
 def unauthorized(ctx: RequestContext, from_follower: bool, parts: dict[tuple[str, int], Any]) -> set[tuple[str, int]]:

@@ -37,6 +37,9 @@
   INVALID_TXN_STATE; a batch of an older epoch INVALID_PRODUCER_EPOCH (the producer state).
 * acks=-1 completes when every ISR member has the data (a DelayedProduce in the produce
   purgatory, REQUEST_TIMED_OUT after timeout_ms); with one node that is right after the append.
+* producer_byte_rate (broker/quota): the request's size is recorded after the append against the
+  client's quota; over it, throttle_time_ms is Kafka's throttle time and the connection is muted
+  for it after the response (KIP-219), acks=0 included.
 * ZooKeeper mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, and v10+
   (KIP-951) also name the current leader and its epoch in current_leader and the leader's
   endpoint on the client's listener in node_endpoints (Kafka's getCurrentLeader: this broker's
@@ -189,6 +192,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                                       internal_topics_allowed=ctx.client_id == ADMIN_CLIENT_ID,
                                       transactional_id=req.transactional_id, produce_version=ctx.version)
     results.update(invalid)
+    # producer_byte_rate: the request's bytes, after the append (KafkaApis); acks=0 is muted too
+    throttle_ms = ctx.record_quota(ctx.server.quotas.produce, ctx.size)
     if req.acks == 0:
         return None
     responses = []
@@ -219,7 +224,8 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
                 )
             )
         responses.append(TopicProduceResponse(name=t.name, partition_responses=parts))
-    return ProduceResponse(throttle_time_ms=0, responses=responses, node_endpoints=list(endpoints.values()))
+    return ProduceResponse(throttle_time_ms=throttle_ms, responses=responses,
+                           node_endpoints=list(endpoints.values()))
 
 
 def current_leader(ctx: RequestContext, tp: tuple[str, int], endpoints: dict[int, NodeEndpoint]) -> LeaderIdAndEpoch:

@@ -60,6 +60,19 @@ class ClientQuotaManager:
             return 0
         return self.throttle_time_ms(measured, bound, rate.window_size(now))
 
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float | None:
+        """getMaxValueInQuotaWindow: the most the quota lets through in the measured span (a
+        fetch is bounded by it, so one response can never be over the quota by itself)."""
+        found = find_quota(self.quotas, self.key, user, client_id)
+        return None if found is None else found[0] * (self.samples - 1) * self.window_ms / 1000
+
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: float | None = None) -> None:
+        """Take back a value recorded for a response that is not sent (unrecordQuotaSensor)."""
+        found = find_quota(self.quotas, self.key, user, client_id)
+        entry = self._rates.get(found[1]) if found is not None else None
+        if entry is not None:
+            entry[0].record(-value, time.monotonic() * 1000 if now_ms is None else now_ms)
+
     def throttle_time_ms(self, measured: float, bound: float, window_ms: float) -> int:
         """QuotaUtils.throttleTime (bounded by max_throttle_ms when set)."""
         if bound <= 0:  # a zero quota: throttle as long as Kafka's bounded managers allow

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.apis.registry import advertised
+from broker.quota.controller_mutation import ControllerMutationQuota
 from broker.quota.entity import sanitize, user_name
 from broker.quota.manager import ClientQuotaManager
 from broker.security.acl import (
@@ -44,6 +45,19 @@ class RequestContext:
         """The (user, client-id) the client quotas know this client by, sanitized as ZooKeeper's
         entity names (broker.quota.entity)."""
         return sanitize(user_name(self.principal)), sanitize(self.client_id or "")
+
+    def controller_mutation_quota(self, strict_since: int) -> ControllerMutationQuota | None:
+        """This request's controller_mutation_rate quota (None: the client has none), strict
+        from version `strict_since` on (broker.quota.controller_mutation)."""
+        return self.server.quotas.controller_mutation.new_quota_for(*self.quota_entity, self.version >= strict_since)
+
+    def mutation_throttle_ms(self, quota: ControllerMutationQuota | None) -> int:
+        """The throttle time a request's controller mutations earned; the connection is muted for
+        it (sendResponseMaybeThrottleWithControllerQuota)."""
+        throttle_ms = quota.throttle_time_ms if quota is not None else 0
+        if throttle_ms > 0:
+            self.connection.throttle(throttle_ms)
+        return throttle_ms
 
     def record_quota(self, manager: ClientQuotaManager, value: float) -> int:
         """Record `value` (bytes, ...) against this client's quota of `manager`'s type; when over

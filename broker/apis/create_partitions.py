@@ -4,7 +4,12 @@ UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not larger than now), INVALID_RE
 INVALID_REQUEST for a topic named twice. More than `max.request.partitions` new partitions in
 one request: POLICY_VIOLATION for every topic (Kafka's controller bounds the records of one
 request the same way); a topic that would take this broker past `max.broker.partitions` or too
-close to its open-files limit: POLICY_VIOLATION (broker.partition_limits)."""
+close to its open-files limit: POLICY_VIOLATION (broker.partition_limits).
+* controller_mutation_rate (broker/quota/controller_mutation.py): the partitions created or deleted
+  are taken from the client's token bucket; from v3 (strict) a topic that comes while it is below
+  zero is THROTTLING_QUOTA_EXCEEDED, before that only throttle_time_ms says so; the connection is
+  muted for the throttle time.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
     too_many = _request_limit_error(req, ctx.server.metadata_cache.topics, cfg["max.request.partitions"])
     hosted = len(ctx.server.replica_manager.partitions)
     files = open_files()  # once: each topic grown below adds what it opens
+    quota = ctx.controller_mutation_quota(strict_since=3)
     for t in req.topics:
         if counts[t.name] > 1 and any(r.name == t.name for r in results):
             continue  # Kafka answers a duplicated topic once, with INVALID_REQUEST
@@ -61,6 +67,8 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
             adding = t.count - len(topic.partitions)
             check_broker_partitions(hosted, adding, cfg["max.broker.partitions"], files)
             if not req.validate_only:
+                if quota is not None:
+                    quota.record(adding)
                 controller.create_partitions(t.name, t.count, assignments)
                 hosted += adding
                 files += adding * FILES_PER_PARTITION
@@ -68,7 +76,7 @@ async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePar
             result.error_code, result.error_message = e.code, e.message
         results.append(result)
     await ctx.committed(results)  # durable and hosted before the client is told
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=ctx.mutation_throttle_ms(quota), results=results)
 
 
 def _request_limit_error(req: CreatePartitionsRequest, topics: Any, limit: int) -> KafkaProtocolError | None:

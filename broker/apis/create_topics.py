@@ -14,6 +14,10 @@ Authorization (KafkaApis.handleCreateTopicsRequest): CREATE on the cluster or on
 TOPIC_AUTHORIZATION_FAILED "Authorization failed."); without DESCRIBE_CONFIGS on the topic the
 answer has topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs, partition count or
 replication factor (-1).
+* controller_mutation_rate (broker/quota/controller_mutation.py): the partitions created or deleted
+  are taken from the client's token bucket; from v6 (strict) a topic that comes while it is below
+  zero is THROTTLING_QUOTA_EXCEEDED, before that only throttle_time_ms says so; the connection is
+  muted for the throttle time.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     allowed = ({t.name for t in req.topics} if ctx.authorize_cluster(AclOperation.CREATE) else
                ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in req.topics)))
     describable = ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, (t.name for t in req.topics))
+    quota = ctx.controller_mutation_quota(strict_since=6)
     for t in req.topics:
         if counts[t.name] > 1 and any(r.name == t.name for r in results):
             continue  # the response is keyed by name: one answer per duplicated name
@@ -102,6 +107,8 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
                 # Kafka's controller draws the id before it knows the request only validates
                 result.topic_id = uuid.uuid4()
             else:
+                if quota is not None:
+                    quota.record(len(assignments) if assignments else num_partitions)
                 topic = controller.create_topic(t.name, num_partitions, rf, configs, assignments)
                 result.topic_id = topic.topic_id
                 num_partitions = len(topic.partitions)
@@ -129,7 +136,7 @@ async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsR
     if await ctx.committed(changed := [r for r in results if r.error_code == 0]):
         for r in changed:
             r.num_partitions = r.replication_factor = -1
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=ctx.mutation_throttle_ms(quota), topics=results)
 
 
 def _request_limit_error(req: CreateTopicsRequest, cfg: Any) -> KafkaProtocolError | None:

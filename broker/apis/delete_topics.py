@@ -8,6 +8,10 @@ ControllerApis.deleteTopics checks them, each refused with INVALID_REQUEST and a
 name and the zero id, both a name and an id, a name or an id given more than once, a name whose
 topic another row names by id.
 The partition logs are renamed to `<topic>-<p>.<id>-delete` and removed in the background.
+* controller_mutation_rate (broker/quota/controller_mutation.py): the partitions created or deleted
+  are taken from the client's token bucket; from v5 (strict) a topic that comes while it is below
+  zero is THROTTLING_QUOTA_EXCEEDED, before that only throttle_time_ms says so; the connection is
+  muted for the throttle time.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
         return DeleteTopicsResponse(throttle_time_ms=0, responses=[
             DeletableTopicResult(name=n, topic_id=i, error_code=ErrorCode.NOT_CONTROLLER) for n, i in wanted])
     results, wanted = _refuse_invalid_rows(wanted, image)
+    quota = ctx.controller_mutation_quota(strict_since=5)
     for name, topic_id in wanted:
         result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
         try:
@@ -89,10 +94,12 @@ async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsR
             if name in INTERNAL_TOPICS:
                 raise KafkaProtocolError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Internal topic {name} cannot be deleted")
             result.topic_id = image.topics[name].topic_id
+            if quota is not None:
+                quota.record(len(image.topics[name].partitions))
             controller.delete_topic(name)
         except KafkaProtocolError as e:
             result.error_code = e.code
             result.error_message = e.message
         results.append(result)
     await ctx.committed(results)  # durable and hosted before the client is told
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=ctx.mutation_throttle_ms(quota), responses=results)

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 import structlog
 
+from broker.quota.controller_mutation import ControllerMutationQuotaManager
 from broker.quota.entity import (
     CONSUMER_BYTE_RATE,
-    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     Entity,
@@ -33,8 +33,8 @@ class ClientQuotas:
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, samples=samples, window_s=window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, samples=samples, window_s=window_s,
                                           max_throttle_ms=window_s * 1000)
-        self.controller_mutation = ClientQuotaManager(
-            CONTROLLER_MUTATION_RATE, self.configs, samples=controller_samples, window_s=controller_window_s)
+        self.controller_mutation = ControllerMutationQuotaManager(
+            self.configs, samples=controller_samples, window_s=controller_window_s)
 
     def update(self, entity: Entity, config: Mapping[str, str]) -> None:
         """An entity's stored configs (all of them; none removes its quotas)."""

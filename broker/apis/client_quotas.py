@@ -10,7 +10,9 @@ KafkaApis with ZkAdminManager (broker/quota/admin.py holds the pure logic).
   cluster (what every broker will apply), from the metadata store on a single node.
 * Alter: each entry's ops (`producer_byte_rate`, `consumer_byte_rate` -- longs --,
   `request_percentage`, `controller_mutation_rate`; remove=true deletes the key) applied to the
-  entity's stored configs; an invalid entity or op is INVALID_REQUEST for that entry only.
+  entity's stored configs; an invalid entity or op is INVALID_REQUEST for that entry only. As
+  Kafka reads entities and entries into maps, a repeated entity type keeps its last name and a
+  repeated entity its last entry, answered once (client-id before user in each entity).
   validate_only checks and changes nothing. A cluster writes /config/users/... or
   /config/clients/... and a /config/changes notification (every broker applies it); a single
   node stores it in its metadata file, durable before the answer. This broker applies the change
@@ -18,6 +20,8 @@ KafkaApis with ZkAdminManager (broker/quota/admin.py holds the pure logic).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from broker.apis.registry import api
 from broker.context import RequestContext
@@ -63,15 +67,22 @@ async def describe(ctx: RequestContext, req: DescribeClientQuotasRequest) -> Des
 @api(49, 0, 1)
 async def alter(ctx: RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     allowed = ctx.authorize_cluster(AclOperation.ALTER_CONFIGS)
-    out = []
+    # Kafka keys the entries by entity (a map): one answer per entity, the last entry's ops
+    entries: dict[tuple[tuple[str, str | None], ...], Any] = {}
     for entry in req.entries:
+        parts = dict((e.entity_type, e.entity_name) for e in entry.entity)
+        key = tuple(sorted(parts.items(), key=lambda p: p[0] != "client-id"))
+        entries.pop(key, None)
+        entries[key] = entry
+    out = []
+    for key, entry in entries.items():
         res = acq.EntryData(error_code=0, error_message=None, entity=[
-            acq.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            acq.EntityData(entity_type=t, entity_name=n) for t, n in key])
         out.append(res)
         try:
             if not allowed:
                 raise KafkaProtocolError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _CLUSTER_DENIED)
-            entity = entity_of((e.entity_type, e.entity_name) for e in entry.entity)
+            entity = entity_of(key)
             ops = [(op.key, op.value, op.remove) for op in entry.ops]
             apply_ops({}, ops)  # every op checked before anything is written
             if not req.validate_only:

@@ -29,11 +29,7 @@ def entity_of(parts: Iterable[tuple[str, str | None]]) -> Entity:
     """A request's (entity_type, entity_name) parts as a quota entity of sanitized names."""
     user: str | None = None
     client: str | None = None
-    seen: set[str] = set()
-    for entity_type, name in parts:
-        if entity_type in seen:
-            raise _invalid(f"Duplicate {entity_type} entity type in client quota entity")
-        seen.add(entity_type)
+    for entity_type, name in dict(parts).items():  # Kafka reads the parts into a map: the last of a type wins
         value = DEFAULT if name is None else sanitize(name)
         if entity_type == USER:
             user = value
@@ -49,9 +45,10 @@ def entity_of(parts: Iterable[tuple[str, str | None]]) -> Entity:
 
 
 def entity_parts(entity: Entity) -> list[tuple[str, str | None]]:
-    """The response's parts of an entity: user first, the `<default>` as a null name."""
+    """The response's parts of an entity, the `<default>` as a null name, client-id first as
+    Kafka's answers have them (its entity is a HashMap)."""
     out: list[tuple[str, str | None]] = []
-    for entity_type, value in ((USER, entity[0]), (CLIENT_ID, entity[1])):
+    for entity_type, value in ((CLIENT_ID, entity[1]), (USER, entity[0])):
         if value is not None:
             out.append((entity_type, None if value == DEFAULT else desanitize(value)))
     return out

@@ -22,8 +22,9 @@ from protocol.errors import ErrorCode, KafkaProtocolError
 
 def test_entities_of_a_request() -> None:
     assert entity_of([("user", "CN=a b"), ("client-id", None)]) == ("CN%3Da%20b", DEFAULT)
-    assert entity_parts(("CN%3Da%20b", DEFAULT)) == [("user", "CN=a b"), ("client-id", None)]
-    for bad in ([], [("user", "a"), ("user", "b")], [("group", "g")], [("ip", "1.2.3.4")]):
+    assert entity_parts(("CN%3Da%20b", DEFAULT)) == [("client-id", None), ("user", "CN=a b")]
+    assert entity_of([("user", "a"), ("user", "b")]) == ("b", None)  # Kafka's map: the last wins
+    for bad in ([], [("group", "g")], [("ip", "1.2.3.4")]):
         with pytest.raises(KafkaProtocolError) as e:
             entity_of(bad)
         assert e.value.code == ErrorCode.INVALID_REQUEST

@@ -57,6 +57,7 @@ from broker.context import RequestContext
 from broker.log_limiter import RateLimitedLog
 from broker.memory_pool import MemoryPool
 from broker.purgatory import InlineFuture
+from broker.quota import request_time
 from broker.tls.principal import ANONYMOUS
 from protocol.framing import (
     API_VERSIONS_KEY,
@@ -478,7 +479,15 @@ class KafkaConnection(asyncio.Protocol):
         """The handling of one request: its response frame's chunks (None: no response),
         counted as unsent from the moment it is finished -- a response waiting behind a slower
         one is unsent too."""
-        response = await handle(ctx, request)
+        if self.server.quotas.request.quotas and not request_time.exempt(ctx.header.request_api_key, request):
+            timed = request_time.HandlerTime(handle(ctx, request))
+            response = await timed
+            if response is not None:  # request_percentage (broker/quota/request_time.py)
+                throttle_ms = ctx.record_quota(self.server.quotas.request, timed.ns * request_time.NANOS_TO_PERCENTAGE)
+                if throttle_ms > getattr(response, "throttle_time_ms", throttle_ms):
+                    response.throttle_time_ms = throttle_ms
+        else:
+            response = await handle(ctx, request)
         h = ctx.header
         if ctx.started:
             self.server.request_metrics.record(h.request_api_key, ctx.received, ctx.started, ctx.suspended)

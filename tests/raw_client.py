@@ -9,6 +9,8 @@ import struct
 from typing import Any
 
 from protocol.framing import decode_response, encode_request_frame
+from protocol.messages import AlterClientQuotasRequest
+from protocol.messages import alter_client_quotas_request as acq
 
 
 class RawConnection:
@@ -50,3 +52,11 @@ def call_once(port: int, api_key: int, version: int, body: Any) -> Any:
     """One request on a fresh connection."""
     with RawConnection(port) as conn:
         return conn.call(api_key, version, body)
+
+
+def set_client_quota(port: int, client_id: str, key: str, value: float) -> None:
+    """AlterClientQuotas of one client-id's quota `key` over a raw connection (it must succeed)."""
+    resp = call_once(port, 49, 1, AlterClientQuotasRequest(entries=[acq.EntryData(
+        entity=[acq.EntityData(entity_type="client-id", entity_name=client_id)],
+        ops=[acq.OpData(key=key, value=value, remove=False)])]))
+    assert resp.entries[0].error_code == 0, resp

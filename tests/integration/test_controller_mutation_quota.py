@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 
 from protocol.errors import ErrorCode
-from protocol.messages import AlterClientQuotasRequest, ApiVersionsRequest, CreateTopicsRequest
-from protocol.messages import alter_client_quotas_request as acq
+from protocol.messages import ApiVersionsRequest, CreateTopicsRequest
 from protocol.messages.create_topics_request import CreatableTopic
 from tests.broker_process import BrokerProcess, module_broker
-from tests.raw_client import RawConnection
+from tests.raw_client import RawConnection, set_client_quota
 
 broker = module_broker("mutation-quota")
 
@@ -26,11 +25,7 @@ def create(conn: RawConnection, name: str, partitions: int) -> tuple[int, int]:
 
 
 def test_strict_create_topics_refused_over_the_quota_and_the_connection_muted(broker: BrokerProcess) -> None:
-    admin = RawConnection(broker.port, client_id="quota-admin")
-    resp = admin.call(49, 1, AlterClientQuotasRequest(entries=[acq.EntryData(
-        entity=[acq.EntityData(entity_type="client-id", entity_name="mut")],
-        ops=[acq.OpData(key="controller_mutation_rate", value=1.0, remove=False)])]))
-    assert resp.entries[0].error_code == 0
+    set_client_quota(broker.port, "mut", "controller_mutation_rate", 1.0)
     conn = RawConnection(broker.port, client_id="mut")
     assert create(conn, "m1", 10) == (0, 0)  # 1 token left
     assert create(conn, "m2", 5) == (0, 0)  # allowed while not below zero: -4

@@ -5,10 +5,9 @@ and another client-id is not throttled."""
 
 from __future__ import annotations
 
-from protocol.messages import AlterClientQuotasRequest, MetadataRequest
-from protocol.messages import alter_client_quotas_request as acq
+from protocol.messages import MetadataRequest
 from tests.broker_process import BrokerProcess, module_broker
-from tests.raw_client import RawConnection
+from tests.raw_client import RawConnection, set_client_quota
 
 broker = module_broker("request-quota")
 
@@ -23,11 +22,7 @@ def first_throttle(conn: RawConnection, limit: int) -> int:
 
 
 def test_request_percentage_throttles(broker: BrokerProcess) -> None:
-    admin = RawConnection(broker.port, client_id="quota-admin")
-    resp = admin.call(49, 1, AlterClientQuotasRequest(entries=[acq.EntryData(
-        entity=[acq.EntityData(entity_type="client-id", entity_name="rq")],
-        ops=[acq.OpData(key="request_percentage", value=0.001, remove=False)])]))
-    assert resp.entries[0].error_code == 0
+    set_client_quota(broker.port, "rq", "request_percentage", 0.001)
     throttle_ms = first_throttle(RawConnection(broker.port, client_id="rq"), 2000)
     assert 0 < throttle_ms <= 1000, throttle_ms
     assert first_throttle(RawConnection(broker.port, client_id="other"), 200) == 0

@@ -44,6 +44,7 @@ from broker.context import RequestContext
 from broker.logging_setup import configure_logging
 from broker.metadata_cache import MetadataCache
 from broker.network_client import decode_response_frame
+from broker.quota.quotas import ClientQuotas
 from broker.replica_fetcher import FETCH_VERSION, ReplicaFetcher
 from broker.replica_manager import ReplicaManager
 from controller.image import BrokerInfo, MetadataImage
@@ -97,6 +98,7 @@ class _Broker:
         self.controller = None
         self.inter_broker_listener_name = "PLAINTEXT"
         self.authorizer = None  # no ACLs: the Fetch handler asks nobody (as a broker without an authorizer)
+        self.quotas = ClientQuotas(11, 1, 11, 1)  # none set: nothing is recorded or throttled
         self.tasks = BackgroundTasks()
         self.config = KafkaConfig({"broker.id": broker_id, "log.dirs": str(root / f"broker-{broker_id}"),
                                    "zookeeper.connect": "bench:2181", "replica.fetch.wait.max.ms": 0})

@@ -47,6 +47,7 @@ from broker.context import RequestContext
 from broker.loop_audit import wrap_log_locks
 from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClientConfig, NetworkError
+from broker.quota.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
 from controller.election import LeaderAndIsr, leader_for_offline, remove_replica_from_isr
 from controller.image import BrokerInfo, MetadataImage
@@ -137,6 +138,7 @@ class SimBroker:
         self.zk_mode = True
         self.controller = None
         self.authorizer = None  # no ACLs in the simulation: handlers that ask for one are allowed everything
+        self.quotas = ClientQuotas(11, 1, 11, 1)  # none set: nothing is recorded or throttled
         self.inter_broker_listener_name = "PLAINTEXT"
         self.tasks = BackgroundTasks()
         self.all_tasks: set[asyncio.Task[Any]] = set()

@@ -15,6 +15,7 @@ from typing import Any
 
 from broker.network import MAX_IN_FLIGHT, KafkaConnection
 from broker.purgatory import DelayedFuture, DelayedOperationPurgatory
+from broker.quota.quotas import ClientQuotas
 from protocol.messages import ApiVersionsResponse
 
 API_VERSIONS = 18
@@ -55,6 +56,7 @@ class FakeServer:
         self.config = {"socket.request.max.bytes": 1 << 20, "queued.max.response.bytes": 1 << 20,
                        "socket.request.receive.timeout.ms": 0, "queued.max.request.bytes": -1}
         self.connections: set[Any] = set()
+        self.quotas = ClientQuotas(11, 1, 11, 1)  # none set: nothing recorded or throttled
 
 
 def connection() -> KafkaConnection:

@@ -53,6 +53,7 @@ from broker.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
+from broker.sasl.listeners import SaslListeners
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.tls.listeners import TlsListeners
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
@@ -108,6 +109,7 @@ class BrokerServer:
         self.txn_marker_channel_manager: TransactionMarkerChannelManager | None = None
         self.log_cleaner: LogCleaner | None = None
         self.tls: TlsListeners | None = None  # SSL listeners' contexts; built by bind_listeners
+        self.sasl: SaslListeners | None = None  # SASL listeners' mechanisms; built by bind_listeners
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
@@ -355,6 +357,11 @@ class BrokerServer:
         if self.tls is None:
             try:  # reading the stores is file I/O; a bad one refuses the start, naming its key
                 self.tls = await loop.run_in_executor(None, TlsListeners, self.config)
+            except ConfigError as e:
+                raise StartupError(str(e)) from e
+        if self.sasl is None:
+            try:
+                self.sasl = SaslListeners(self.config)
             except ConfigError as e:
                 raise StartupError(str(e)) from e
         for listener in self.config.listeners:

@@ -54,6 +54,7 @@ from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.replica_manager import ReplicaManager
 from broker.sasl.listeners import SaslListeners
+from broker.sasl.scram import CredentialCache
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.tls.listeners import TlsListeners
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
@@ -110,6 +111,8 @@ class BrokerServer:
         self.log_cleaner: LogCleaner | None = None
         self.tls: TlsListeners | None = None  # SSL listeners' contexts; built by bind_listeners
         self.sasl: SaslListeners | None = None  # SASL listeners' mechanisms; built by bind_listeners
+        # SCRAM users (ZooKeeper mode: /config/users/<user>, kept by the users config handler)
+        self.scram_credentials = CredentialCache()
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
@@ -205,7 +208,7 @@ class BrokerServer:
         self.config_repository = ZkConfigRepository(kafka_zk)
         self.config_manager = ZkConfigManager(kafka_zk, dynamic_config_handlers(
             cfg, self.metadata_cache, self.replica_manager, self.config_repository,
-            (self.tls.reconfigure,) if self.tls is not None else ()))
+            (self.tls.reconfigure,) if self.tls is not None else (), self.scram_credentials))
         try:
             await self.config_manager.startup()
         except ZooKeeperClientError as e:

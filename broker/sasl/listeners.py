@@ -18,13 +18,14 @@ from broker.config import LISTENER_PREFIX, ConfigError, KafkaConfig, listener_co
 from broker.sasl.authenticator import MechanismServer, SaslAuthenticator
 from broker.sasl.jaas import JaasConfigError, JaasEntry, parse_jaas_config
 from broker.sasl.plain import PlainServer
+from broker.sasl.scram import ScramServer
 
 if TYPE_CHECKING:
     from broker.network import KafkaConnection
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 # the mechanisms built; Kafka's others (GSSAPI, OAUTHBEARER) are refused at start
-SUPPORTED_MECHANISMS = ("PLAIN",)
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
@@ -109,6 +110,8 @@ class SaslListeners:
             return None
 
         def server(mechanism: str) -> MechanismServer:
-            return PlainServer(settings.plain_users())
+            if mechanism == "PLAIN":
+                return PlainServer(settings.plain_users())
+            return ScramServer(mechanism, conn.server.scram_credentials)
 
         return SaslAuthenticator(conn, settings.mechanisms, server, self.failed_delay_s)

@@ -147,7 +147,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name -> security protocol (NAME:PROTOCOL,...): PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."),
     D("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners (per listener: listener.name.<listener>.sasl.enabled.mechanisms). Odradek builds PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a SASL listener with any other mechanism enabled -- GSSAPI, Kafka's default, included -- is refused at start."),
     D("sasl.jaas.config", "password", None, "JAAS login context for SASL listeners, in Kafka's JAAS syntax (per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config). PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule with user_<name>=\"<password>\" options for the users the broker accepts."),
-    D("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism brokers use to talk to each other (accepted; inter-broker SASL is not built yet)."),
+    D("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism of the broker's own connections to other brokers when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (it must be enabled there; the credentials are the username/password options of that listener's JAAS entry for it)."),
     D("connection.failed.authentication.delay.ms", "int", 100, "Delay before a connection whose SASL authentication failed is answered and closed (slows down password guessing).", _at_least(0), "[0,...]"),
     D("connections.max.reauth.ms", "long", 0, "Accepted; SASL re-authentication (KIP-368) is not built: SaslAuthenticate answers a session lifetime of 0 (no expiry).", _at_least(0), "[0,...]"),
     D("inter.broker.listener.name", "string", None, "The listener other brokers (replica fetchers, the controller, the transaction marker sender) connect to; default: the listener named after security.inter.broker.protocol. Only one of the two may be set."),
@@ -401,17 +401,12 @@ class KafkaConfig:
                 f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
                 f"options based on currently configured listeners are "
                 f"{','.join(a.name for a in self.advertised_listeners)}")
-        if self.values["zookeeper.connect"] and protocols.get(self.inter_broker_listener_name, "").startswith("SASL_"):
-            # the broker's own connections (replica fetchers, controller) do not authenticate yet:
-            # they would be closed by every other broker's SASL listener
-            raise ConfigError(
-                f"Inter-broker SASL is not supported yet: the inter-broker listener "
-                f"{self.inter_broker_listener_name} uses {protocols[self.inter_broker_listener_name]}; set "
-                "inter.broker.listener.name to a PLAINTEXT or SSL listener")
         # SASL listeners' mechanisms and JAAS entries: a bad one refuses the start before anything is
         # written (imported here: broker.sasl reads this module's listener helpers)
-        from broker.sasl.listeners import SaslListeners
+        from broker.sasl.listeners import SaslListeners, inter_broker_credentials
         SaslListeners(self)
+        # the broker's own credentials on a SASL inter-broker listener
+        self.inter_broker_sasl = inter_broker_credentials(self) if self.values["zookeeper.connect"] else None
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -221,7 +221,8 @@ class BrokerServer:
             except ZooKeeperClientError as e:
                 raise StartupError(f"Reading the ACLs from ZooKeeper failed: {e}") from e
         self.controller_channel = NetworkClient(NetworkClientConfig(
-            client_id=str(cfg.broker_id), ssl_context=self.client_ssl_context(self.inter_broker_listener_name)))
+            client_id=str(cfg.broker_id), ssl_context=self.client_ssl_context(self.inter_broker_listener_name),
+            sasl=cfg.inter_broker_sasl))
         self.controller = ZkController(
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
             config=KafkaControllerConfig(
@@ -269,7 +270,8 @@ class BrokerServer:
             state_manager, self.metadata_cache,
             NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-txn-marker-sender",
                                               request_timeout_ms=cfg["request.timeout.ms"],
-                                              ssl_context=self.client_ssl_context(listener))),
+                                              ssl_context=self.client_ssl_context(listener),
+                                              sasl=cfg.inter_broker_sasl)),
             inter_broker_listener=listener, request_timeout_ms=cfg["request.timeout.ms"], spawn=self._spawn)
         self.transaction_coordinator = TransactionCoordinator(
             state_manager, allocate_producer_id, send_markers=markers.add_txn_markers_to_send,
@@ -552,7 +554,7 @@ class BrokerServer:
             return
         await ControlledShutdown(
             self.zk_registration.kafka_zk, cfg.broker_id, self.broker_epoch, self.inter_broker_listener_name,
-            ssl_context=self.client_ssl_context(self.inter_broker_listener_name),
+            ssl_context=self.client_ssl_context(self.inter_broker_listener_name), sasl=cfg.inter_broker_sasl,
             max_retries=cfg["controlled.shutdown.max.retries"],
             retry_backoff_ms=cfg["controlled.shutdown.retry.backoff.ms"],
             request_timeout_ms=cfg["request.timeout.ms"]).run()
@@ -570,7 +572,8 @@ class BrokerServer:
         """The ReplicaManager's connections to other brokers (fetchers, AlterPartition): over
         TLS when the inter-broker listener is SSL."""
         ssl_context = self.client_ssl_context(self.inter_broker_listener_name)
-        return lambda config: NetworkClient(dataclasses.replace(config, ssl_context=ssl_context))
+        sasl = self.config.inter_broker_sasl
+        return lambda config: NetworkClient(dataclasses.replace(config, ssl_context=ssl_context, sasl=sasl))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import LISTENER_PREFIX, ConfigError, KafkaConfig, listener_config
 from broker.sasl.authenticator import MechanismServer, SaslAuthenticator
+from broker.sasl.client import SaslClientCredentials
 from broker.sasl.jaas import JaasConfigError, JaasEntry, parse_jaas_config
 from broker.sasl.plain import PlainServer
 from broker.sasl.scram import ScramServer
@@ -115,3 +116,25 @@ class SaslListeners:
             return ScramServer(mechanism, conn.server.scram_credentials)
 
         return SaslAuthenticator(conn, settings.mechanisms, server, self.failed_delay_s)
+
+
+def inter_broker_credentials(config: KafkaConfig) -> SaslClientCredentials | None:
+    """The broker's own SASL credentials for its connections to other brokers' inter-broker
+    listener (None: that listener is not SASL): `sasl.mechanism.inter.broker.protocol`, which
+    must be enabled on the listener, and the `username` / `password` options of the listener's
+    JAAS entry for it (Kafka's KafkaServer login context)."""
+    listener = config.inter_broker_listener_name
+    if config.security_protocols.get(listener) not in SASL_PROTOCOLS:
+        return None
+    mechanism = config["sasl.mechanism.inter.broker.protocol"]
+    settings = listener_sasl(config.originals, listener)
+    if mechanism not in settings.mechanisms:
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used "
+            f"for inter-broker communication ({mechanism} is not enabled on listener {listener})")
+    options = settings.jaas[mechanism].options
+    if "username" not in options or "password" not in options:
+        raise ConfigError(
+            f"The JAAS entry for {mechanism} on the inter-broker listener {listener} needs the broker's own "
+            "username and password options")
+    return SaslClientCredentials(mechanism, options["username"], options["password"])

@@ -107,13 +107,17 @@ def test_binary_properties_file_refused(tmp_path: Path, content: bytes) -> None:
         load_config(f)
 
 
-def test_sasl_inter_broker_listener_refused_until_inter_broker_sasl_exists() -> None:
-    """Another broker's SASL listener would close this broker's unauthenticated replica fetches."""
+def test_sasl_inter_broker_credentials_come_from_the_listeners_jaas_entry() -> None:
+    """sasl.mechanism.inter.broker.protocol must be enabled on the inter-broker listener and its
+    JAAS entry must hold the broker's own username and password (Kafka's checks)."""
     props = {"listeners": "SASL_PLAINTEXT://:9094,PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN",
-             "sasl.jaas.config": PLAIN_JAAS, "zookeeper.connect": "localhost:2181"}
-    with pytest.raises(ConfigError, match="Inter-broker SASL is not supported yet"):
-        KafkaConfig({**props, "inter.broker.listener.name": "SASL_PLAINTEXT"})
-    assert KafkaConfig(props).inter_broker_listener_name == "PLAINTEXT"
-    # a single node has no inter-broker traffic
-    single = {k: v for k, v in props.items() if k != "zookeeper.connect"}
-    assert KafkaConfig({**single, "inter.broker.listener.name": "SASL_PLAINTEXT"}).inter_broker_listener_name == "SASL_PLAINTEXT"
+             "sasl.jaas.config": PLAIN_JAAS, "zookeeper.connect": "localhost:2181",
+             "inter.broker.listener.name": "SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol must be included in sasl\.enabled\.mechanisms"):
+        KafkaConfig(props)  # Kafka's default GSSAPI
+    creds = KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN"}).inter_broker_sasl
+    assert (creds.mechanism, creds.username, creds.password) == ("PLAIN", "admin", "admin-secret")
+    no_own = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
+    with pytest.raises(ConfigError, match="username and password"):
+        KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.jaas.config": no_own})
+    assert KafkaConfig({**props, "inter.broker.listener.name": "PLAINTEXT"}).inter_broker_sasl is None

@@ -93,6 +93,16 @@ class CredentialCache:
         return dict(self._creds.get(mechanism, {}))
 
 
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
 def _saslname(name: str) -> str:
     if "=" in name.replace("=2C", "").replace("=3D", ""):
         raise SaslError(f"Invalid username: {name}")
@@ -147,7 +157,8 @@ class ScramServer:
         self._username = username
         self._cred = cred
         self._client_first_bare = bare
-        server_nonce = self._server_nonce or base64.b64encode(os.urandom(24)).decode().rstrip("=").replace("/", "-")
+        # Kafka's ScramFormatter.secureRandomString: 130 random bits in base 36
+        server_nonce = self._server_nonce or _base36(int.from_bytes(os.urandom(17)) >> 6)
         self._nonce = attrs[1][2:] + server_nonce
         self._server_first = f"r={self._nonce},s={base64.b64encode(cred.salt).decode()},i={cred.iterations}"
         self._state = "RECEIVE_CLIENT_FINAL_MESSAGE"
@@ -159,7 +170,9 @@ class ScramServer:
         attrs = without_proof.split(",")
         if not sep or len(attrs) < 2 or not attrs[0].startswith("c=") or not attrs[1].startswith("r="):
             raise SaslError("Invalid SCRAM client final message format")
-        if attrs[1][2:] != self._nonce:
+        # Kafka checks only that the nonce ends with the server's (ScramSaslServer): librdkafka
+        # before 2.1 repeats its own nonce in front of it
+        if not attrs[1][2:].endswith(self._nonce):
             raise SaslError("Invalid client nonce in the final client message.")
         assert self._cred is not None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()

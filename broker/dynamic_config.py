@@ -49,7 +49,7 @@ from broker.config import CONFIGS, ConfigError, KafkaConfig, parse_value
 from broker.replication_quota import UNLIMITED
 from broker.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.sasl.scram import CredentialCache
-from controller.zk.data import desanitize
+from broker.security.sanitizer import desanitize
 from storage.config import LogConfig
 
 if TYPE_CHECKING:

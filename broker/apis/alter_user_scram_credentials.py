@@ -22,7 +22,7 @@ from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, hash_name
 from broker.security.acl import AclOperation
-from controller.zk.data import sanitize
+from broker.security.sanitizer import sanitize
 from protocol.errors import ErrorCode
 from protocol.messages import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from protocol.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResult

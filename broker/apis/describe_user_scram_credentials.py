@@ -15,7 +15,7 @@ from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.sasl.scram import MECHANISMS, ScramCredential
 from broker.security.acl import AclOperation
-from controller.zk.data import desanitize, sanitize
+from broker.security.sanitizer import desanitize, sanitize
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DescribeUserScramCredentialsRequest,

@@ -8,7 +8,6 @@ per listener with the users in the listener's JAAS entry (`user_<name>="<passwor
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import subprocess
 import time
@@ -33,6 +32,7 @@ from protocol.messages import (
     SaslHandshakeRequest,
 )
 from tests.broker_process import BrokerProcess, free_port
+from tests.client_round_trips import aiokafka_round_trip
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
 from tests.tls_certs import PASSWORD, CertificateAuthority
@@ -185,41 +185,18 @@ def test_kafka_python_wrong_password(sasl: SaslBroker, caplog: pytest.LogCapture
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_aiokafka_plain(sasl: SaslBroker, protocol: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
     topic = f"sasl-aiokafka-{protocol.lower()}"
     create_topic(sasl, topic)
     expected = values(30)
-
-    async def run() -> list[bytes]:
-        common: dict[str, object] = {
-            "bootstrap_servers": sasl.sasl_ssl if protocol == "SASL_SSL" else sasl.sasl_plaintext,
-            "security_protocol": protocol, "sasl_mechanism": "PLAIN",
-            "sasl_plain_username": "alice", "sasl_plain_password": USERS["alice"]}
-        if protocol == "SASL_SSL":
-            common["ssl_context"] = create_ssl_context(cafile=str(sasl.ca.ca_file()))
-        p = AIOKafkaProducer(**common, acks="all")
-        await p.start()
-        try:
-            for v in expected:
-                await p.send_and_wait(topic, v)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(topic, **common, auto_offset_reset="earliest")
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == len(expected):
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(run()) == expected
+    common: dict[str, object] = {
+        "bootstrap_servers": sasl.sasl_ssl if protocol == "SASL_SSL" else sasl.sasl_plaintext,
+        "security_protocol": protocol, "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "alice", "sasl_plain_password": USERS["alice"]}
+    if protocol == "SASL_SSL":
+        common["ssl_context"] = create_ssl_context(cafile=str(sasl.ca.ca_file()))
+    assert aiokafka_round_trip(common, topic, expected) == expected
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])

@@ -5,7 +5,6 @@ credentials Kafka's kafka-configs.sh wrote to ZooKeeper, and produce and consume
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess, free_port
+from tests.client_round_trips import aiokafka_round_trip
 from tests.compat.jvm import run_tool
 from tests.security.test_scram_zookeeper import CONFIG_COMMAND, SCRAM_JAAS, authenticates
 from tests.tls_certs import PASSWORD, CertificateAuthority
@@ -104,39 +104,16 @@ def test_kafka_python(scram: ScramBroker, protocol: str, mechanism: str) -> None
 
 @pytest.mark.parametrize("protocol, mechanism", CASES, ids=IDS)
 def test_aiokafka(scram: ScramBroker, protocol: str, mechanism: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
     topic = scram.topic(protocol, mechanism, "aio")
     values = [v.encode() for v in lines(20)]
-
-    async def run() -> list[bytes]:
-        common: dict[str, object] = {
-            "bootstrap_servers": scram.ports[protocol], "security_protocol": protocol, "sasl_mechanism": mechanism,
-            "sasl_plain_username": "carol", "sasl_plain_password": PASSWORDS[mechanism]}
-        if protocol == "SASL_SSL":
-            common["ssl_context"] = create_ssl_context(cafile=str(scram.ca.ca_file()))
-        p = AIOKafkaProducer(**common, acks="all")
-        await p.start()
-        try:
-            for v in values:
-                await p.send_and_wait(topic, v)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(topic, **common, auto_offset_reset="earliest")
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == len(values):
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(run()) == values
+    common: dict[str, object] = {
+        "bootstrap_servers": scram.ports[protocol], "security_protocol": protocol, "sasl_mechanism": mechanism,
+        "sasl_plain_username": "carol", "sasl_plain_password": PASSWORDS[mechanism]}
+    if protocol == "SASL_SSL":
+        common["ssl_context"] = create_ssl_context(cafile=str(scram.ca.ca_file()))
+    assert aiokafka_round_trip(common, topic, values) == values
 
 
 @pytest.mark.parametrize("protocol, mechanism", CASES, ids=IDS)

@@ -153,7 +153,12 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("super.users", "string", None, "AclAuthorizer: principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:broker)."),
     D("allow.everyone.if.no.acl.found", "bool", False, "AclAuthorizer: allow a request on a resource that no ACL applies to."),
     D("cluster.id", "string", None, "Cluster id written to meta.properties (generated when unset)."),
-    D("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name -> security protocol (NAME:PROTOCOL,...); PLAINTEXT and SSL are served, SASL_* refused at start."),
+    D("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name -> security protocol (NAME:PROTOCOL,...): PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."),
+    D("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners (per listener: listener.name.<listener>.sasl.enabled.mechanisms). Odradek builds PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a SASL listener with any other mechanism enabled -- GSSAPI, Kafka's default, included -- is refused at start."),
+    D("sasl.jaas.config", "password", None, "JAAS login context for SASL listeners, in Kafka's JAAS syntax (per listener and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config). PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule with user_<name>=\"<password>\" options for the users the broker accepts."),
+    D("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism of the broker's own connections to other brokers when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (it must be enabled there; the credentials are the username/password options of that listener's JAAS entry for it)."),
+    D("connection.failed.authentication.delay.ms", "int", 100, "Delay before a connection whose SASL authentication failed is answered and closed (slows down password guessing).", _at_least(0), "[0,...]"),
+    D("connections.max.reauth.ms", "long", 0, "Accepted; SASL re-authentication (KIP-368) is not built: SaslAuthenticate answers a session lifetime of 0 (no expiry).", _at_least(0), "[0,...]"),
     D("inter.broker.listener.name", "string", None, "The listener other brokers (replica fetchers, the controller, the transaction marker sender) connect to; default: the listener named after security.inter.broker.protocol. Only one of the two may be set."),
     D("security.inter.broker.protocol", "string", "PLAINTEXT", "The protocol brokers talk to each other with, when inter.broker.listener.name is not set (the listener of that name is used).", _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
     D("ssl.protocol", "string", "TLSv1.3", "The TLS protocol of the SSL context; the versions actually allowed are ssl.enabled.protocols.", _one_of("TLSv1.3", "TLSv1.2", "TLSv1.1", "TLSv1", "TLS"), "[TLSv1.3, TLSv1.2, TLSv1.1, TLSv1, TLS]"),
@@ -302,13 +307,13 @@ def security_protocols(raw_map: Any) -> dict[str, str]:
     return result
 
 
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LISTENER_PREFIX = "listener.name."
 
 
 def check_served_protocols(key: str, listeners: list[Listener], protocols: Mapping[str, str]) -> None:
     """Refuse a listener whose protocol is not served: serving plain text on a port the operator
-    declared SASL_* would be a silent downgrade (SASL does not exist yet)."""
+    declared otherwise would be a silent downgrade."""
     for lst in listeners:
         protocol = protocols.get(lst.name)
         if protocol is None:
@@ -319,8 +324,7 @@ def check_served_protocols(key: str, listeners: list[Listener], protocols: Mappi
         if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(
                 f"Invalid value for configuration {key}: listener {lst} uses security protocol "
-                f"{protocol}, which is not supported yet (no SASL); Odradek serves PLAINTEXT and SSL "
-                "listeners only"
+                f"{protocol}, which is not supported; Odradek serves {', '.join(SERVED_PROTOCOLS)} listeners"
             )
 
 
@@ -332,6 +336,10 @@ def config_def(key: str) -> ConfigDef | None:
         base = key[len(LISTENER_PREFIX):].partition(".")[2]
         if base.startswith("ssl.") and base in CONFIGS:
             d = dataclasses.replace(CONFIGS[base], key=key)
+        elif base == "sasl.enabled.mechanisms":
+            d = dataclasses.replace(CONFIGS[base], key=key)
+        elif base.endswith(".sasl.jaas.config"):  # listener.name.<l>.<mechanism>.sasl.jaas.config
+            d = dataclasses.replace(CONFIGS["sasl.jaas.config"], key=key)
     return d
 
 
@@ -402,6 +410,12 @@ class KafkaConfig:
                 f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
                 f"options based on currently configured listeners are "
                 f"{','.join(a.name for a in self.advertised_listeners)}")
+        # SASL listeners' mechanisms and JAAS entries: a bad one refuses the start before anything is
+        # written (imported here: broker.sasl reads this module's listener helpers)
+        from broker.sasl.listeners import SaslListeners, inter_broker_credentials
+        SaslListeners(self)
+        # the broker's own credentials on a SASL inter-broker listener
+        self.inter_broker_sasl = inter_broker_credentials(self) if self.values["zookeeper.connect"] else None
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

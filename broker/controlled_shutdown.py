@@ -42,7 +42,8 @@ class ControlledShutdown:
     """One controlled shutdown of broker `broker_id` (registered with `broker_epoch`)."""
 
     def __init__(self, zk: ControllerLookup, broker_id: int, broker_epoch: int, listener_name: str, *,
-                 max_retries: int, retry_backoff_ms: int, request_timeout_ms: int, ssl_context: Any = None) -> None:
+                 max_retries: int, retry_backoff_ms: int, request_timeout_ms: int, ssl_context: Any = None,
+                 sasl: Any = None) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -51,6 +52,7 @@ class ControlledShutdown:
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
         self.ssl_context = ssl_context  # the inter-broker listener is SSL
+        self.sasl = sasl  # ... or SASL: the broker's own credentials
         self._controller_id: int | None = None  # whom the current attempt asks
 
     async def run(self) -> bool:
@@ -58,7 +60,7 @@ class ControlledShutdown:
         log.info("Starting controlled shutdown")
         client = NetworkClient(NetworkClientConfig(client_id=f"broker-{self.broker_id}-controlled-shutdown",
                                                    request_timeout_ms=self.request_timeout_ms,
-                                                   ssl_context=self.ssl_context))
+                                                   ssl_context=self.ssl_context, sasl=self.sasl))
         try:
             for attempt in range(self.max_retries):
                 if await self._bounded_attempt(client):

@@ -24,6 +24,8 @@ every /config/changes notification, each time with the entity's whole override s
   described but not applied while the broker runs (Kafka reconfigures thread pools, listeners
   and the cleaner; Odradek has no thread pools and reads those keys at start-up only). A key
   with an invalid value is left out with a warning (DynamicBrokerConfig.removeInvalidConfigs).
+* Users (`/config/users/<user>`): the SCRAM credentials (`SCRAM-SHA-256` / `SCRAM-SHA-512`) go
+  into the CredentialCache SASL/SCRAM checks (broker.sasl.scram).
 * Clients, users, IPs (quotas): accepted and ignored with a warning; Odradek enforces no quotas.
 
 Ordering with LeaderAndIsr: a log the controller's LeaderAndIsr creates takes its topic's
@@ -46,6 +48,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.config import CONFIGS, ConfigError, KafkaConfig, parse_value
 from broker.quota.quotas import ClientQuotas
 from broker.replication_quota import UNLIMITED
+from broker.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from broker.sasl.scram import CredentialCache
+from broker.security.sanitizer import desanitize
 from storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -58,6 +63,7 @@ __all__ = [
     "ConfigRepository",
     "IgnoredConfigHandler",
     "TopicConfigHandler",
+    "UserConfigHandler",
     "dynamic_config_handlers",
 ]
 
@@ -185,9 +191,28 @@ class IgnoredConfigHandler:
                         self.entity_type, entity, ", ".join(sorted(config)))
 
 
+class UserConfigHandler:
+    """`/config/users/<user>` and `/config/users/<user>/clients/<client-id>` (Kafka's
+    UserConfigHandler): a user's SCRAM credentials (`SCRAM-SHA-256` / `SCRAM-SHA-512` keys)
+    replace those in the CredentialCache the SASL listeners check; the other keys are the
+    user's client quotas (the same znode holds both, as in Kafka)."""
+
+    def __init__(self, credentials: CredentialCache, quotas: ClientQuotas) -> None:
+        self.credentials = credentials
+        self._quotas = QuotaConfigHandler("users", quotas)
+
+    def process_config_changes(self, entity: str, config: dict[str, str]) -> None:
+        if "/clients/" not in entity:  # credentials are a user's, not a user's client's
+            user = desanitize(entity)
+            for mechanism in self.credentials.update_user(user, config):
+                log.error("Invalid %s credential of user %s in ZooKeeper: left out", mechanism, user)
+        self._quotas.process_config_changes(entity, {k: v for k, v in config.items() if k not in SCRAM_MECHANISMS})
+
+
 def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, replica_manager: ReplicaManager,
                             repository: ConfigRepository, quotas: ClientQuotas,
                             reconfigurables: tuple[Callable[[Mapping[str, Any]], Awaitable[None]], ...] = (),
+                            credentials: CredentialCache | None = None,
                             ) -> dict[str, Any]:
     """The ZkConfigManager's handlers by entity type (KafkaServer's dynamicConfigHandlers); the
     ReplicaManager's new logs take their topic's overrides through the topic handler."""
@@ -196,7 +221,7 @@ def dynamic_config_handlers(config: KafkaConfig, metadata_cache: MetadataCache, 
     return {
         "topics": topics,
         "clients": QuotaConfigHandler("clients", quotas),
-        "users": QuotaConfigHandler("users", quotas),
+        "users": UserConfigHandler(credentials if credentials is not None else CredentialCache(), quotas),
         "brokers": BrokerConfigHandler(config, metadata_cache, replica_manager, topics, reconfigurables),
         "ips": IgnoredConfigHandler("ips"),
     }

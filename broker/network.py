@@ -71,6 +71,7 @@ from storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from broker.config import Listener
+    from broker.sasl.authenticator import SaslAuthenticator
     from broker.server import BrokerServer
 
 log = structlog.get_logger("odradek.network")
@@ -229,6 +230,8 @@ class KafkaConnection(asyncio.Protocol):
         self.region_read: asyncio.Future[bytes] | None = None  # TLS: the chunk being read
         # a client over its quota (broker/quota): muted until the timer fires (KIP-219)
         self.throttle_timer: asyncio.TimerHandle | None = None
+        # SASL listeners: authenticates the client before any other request is served (broker.sasl)
+        self.sasl: SaslAuthenticator | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -248,6 +251,8 @@ class KafkaConnection(asyncio.Protocol):
         if ssl_object is not None:
             self.tls = True
             self._authenticate(ssl_object)
+        if self.server.sasl is not None:
+            self.sasl = self.server.sasl.authenticator(self)
         self.server.connections.add(self)
 
     def _authenticate(self, ssl_object: Any) -> None:
@@ -336,6 +341,10 @@ class KafkaConnection(asyncio.Protocol):
                 self._release_memory()
             if self.receive_timer is not None:
                 self._cancel_receive_timer()
+            if self.sasl is not None and not self.sasl.complete and self.sasl.receive(frame):
+                if self.closed:
+                    return
+                continue
             self._dispatch(frame)
             if self.closed:
                 return
@@ -508,6 +517,10 @@ class KafkaConnection(asyncio.Protocol):
             self._pump()
             return None
         return chunks
+
+    def send_now(self, chunks: list[Any]) -> None:
+        """Queue a response built outside the handlers (SASL authentication), in request order."""
+        self._enqueue_ready(chunks)
 
     def _enqueue_ready(self, chunks: list[Any]) -> None:
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4

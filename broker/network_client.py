@@ -56,9 +56,17 @@ from typing import Any, Protocol
 
 import structlog
 
+from broker.sasl.client import SaslClientError
 from protocol.errors import ErrorCode, error_name
 from protocol.framing import API_VERSIONS_KEY, decode_response, encode_request_frame
-from protocol.messages import REQUESTS, RESPONSES, ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages import (
+    REQUESTS,
+    RESPONSES,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from protocol.primitives import ApiMessage, DecodeError
 
 __all__ = [
@@ -94,6 +102,7 @@ API_VERSIONS_VERSION = 3
 CLIENT_SOFTWARE_NAME = "odradek"
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+SASL_AUTHENTICATE_KEY = 36
 # Kafka's NetworkClient wraps correlation ids before the range SASL reserves at the top
 _MAX_CORRELATION_ID = 2**31 - 1 - 8
 RECONNECT_BACKOFF_EXP_BASE = 2
@@ -410,6 +419,9 @@ class NetworkClientConfig:
     # an ssl.SSLContext: the connection speaks TLS (the broker's inter-broker listener is SSL),
     # verifying the peer's certificate against the host connected to when the context says so
     ssl_context: Any = None
+    # a SaslClientCredentials: the connection authenticates with SASL after ApiVersions (the
+    # broker's inter-broker listener is SASL_PLAINTEXT or SASL_SSL)
+    sasl: Any = None
 
 
 # -- one connection ---------------------------------------------------------------------------
@@ -456,6 +468,8 @@ class ClientConnection(asyncio.BufferedProtocol):
             raise ConnectError(f"cannot connect to {label}: {e}") from e
         try:
             await conn._negotiate_api_versions()
+            if config.sasl is not None:
+                await conn._authenticate(config.sasl)
         except NetworkError as e:
             conn.close(f"ApiVersions failed: {e}")
             raise ConnectError(f"ApiVersions with {label} failed: {e}") from e
@@ -482,6 +496,25 @@ class ClientConnection(asyncio.BufferedProtocol):
             theirs = next((k.max_version for k in response.api_keys if k.api_key == API_VERSIONS_KEY), 0)
             version = max(0, min(theirs, version - 1))
         raise ConnectError("ApiVersions negotiation did not converge")
+
+    async def _authenticate(self, credentials: Any) -> None:
+        """SaslHandshake v1 then the mechanism's tokens in SaslAuthenticate requests (Kafka's
+        SaslClientAuthenticator); ConnectError with the server's message if refused."""
+        hs = await self._send_at(SaslHandshakeRequest(mechanism=credentials.mechanism), 1, None)
+        if hs.error_code != 0:
+            raise ConnectError(f"SASL handshake for {credentials.mechanism} answered {error_name(hs.error_code)} "
+                               f"(enabled: {', '.join(hs.mechanisms)})")
+        exchange = credentials.exchange()
+        version = self.usable_version(SASL_AUTHENTICATE_KEY)
+        token = exchange.step(None)
+        while token is not None:
+            resp = await self._send_at(SaslAuthenticateRequest(auth_bytes=token), version, None)
+            if resp.error_code != 0:
+                raise ConnectError(f"SASL authentication failed: {resp.error_message}")
+            try:
+                token = exchange.step(bytes(resp.auth_bytes))
+            except SaslClientError as e:
+                raise ConnectError(f"SASL authentication failed: {e}") from e
 
     # -- asyncio.BufferedProtocol -----------------------------------------------------------
 

@@ -57,6 +57,8 @@ from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.quota.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
+from broker.sasl.listeners import SaslListeners
+from broker.sasl.scram import CredentialCache
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
 from broker.tls.listeners import TlsListeners
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
@@ -116,6 +118,9 @@ class BrokerServer:
         self.txn_marker_channel_manager: TransactionMarkerChannelManager | None = None
         self.log_cleaner: LogCleaner | None = None
         self.tls: TlsListeners | None = None  # SSL listeners' contexts; built by bind_listeners
+        self.sasl: SaslListeners | None = None  # SASL listeners' mechanisms; built by bind_listeners
+        # SCRAM users (ZooKeeper mode: /config/users/<user>, kept by the users config handler)
+        self.scram_credentials = CredentialCache()
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
@@ -218,7 +223,7 @@ class BrokerServer:
         self.config_repository = ZkConfigRepository(kafka_zk)
         self.config_manager = ZkConfigManager(kafka_zk, dynamic_config_handlers(
             cfg, self.metadata_cache, self.replica_manager, self.config_repository, self.quotas,
-            (self.tls.reconfigure,) if self.tls is not None else ()))
+            (self.tls.reconfigure,) if self.tls is not None else (), self.scram_credentials))
         try:
             await self.config_manager.startup()
         except ZooKeeperClientError as e:
@@ -231,7 +236,8 @@ class BrokerServer:
             except ZooKeeperClientError as e:
                 raise StartupError(f"Reading the ACLs from ZooKeeper failed: {e}") from e
         self.controller_channel = NetworkClient(NetworkClientConfig(
-            client_id=str(cfg.broker_id), ssl_context=self.client_ssl_context(self.inter_broker_listener_name)))
+            client_id=str(cfg.broker_id), ssl_context=self.client_ssl_context(self.inter_broker_listener_name),
+            sasl=cfg.inter_broker_sasl))
         self.controller = ZkController(
             kafka_zk, cfg.broker_id, self.controller_channel, lambda: self.metadata_cache.image,
             config=KafkaControllerConfig(
@@ -277,10 +283,12 @@ class BrokerServer:
         listener = self.inter_broker_listener_name if self.zk_mode else cfg.advertised_listeners[0].name
 
         def client(name: str) -> NetworkClient:
-            """A client of the other brokers on `listener`, TLS when that listener is SSL."""
+            """A client of the other brokers on `listener`: TLS when that listener is SSL, SASL
+            when the inter-broker protocol is."""
             return NetworkClient(NetworkClientConfig(client_id=f"broker-{cfg.broker_id}-{name}",
                                                      request_timeout_ms=cfg["request.timeout.ms"],
-                                                     ssl_context=self.client_ssl_context(listener)))
+                                                     ssl_context=self.client_ssl_context(listener),
+                                                     sasl=cfg.inter_broker_sasl))
 
         markers = self.txn_marker_channel_manager = TransactionMarkerChannelManager(
             state_manager, self.metadata_cache, client("txn-marker-sender"), inter_broker_listener=listener,
@@ -378,6 +386,11 @@ class BrokerServer:
         if self.tls is None:
             try:  # reading the stores is file I/O; a bad one refuses the start, naming its key
                 self.tls = await loop.run_in_executor(None, TlsListeners, self.config)
+            except ConfigError as e:
+                raise StartupError(str(e)) from e
+        if self.sasl is None:
+            try:
+                self.sasl = SaslListeners(self.config)
             except ConfigError as e:
                 raise StartupError(str(e)) from e
         for listener in self.config.listeners:
@@ -586,7 +599,7 @@ class BrokerServer:
             return
         await ControlledShutdown(
             self.zk_registration.kafka_zk, cfg.broker_id, self.broker_epoch, self.inter_broker_listener_name,
-            ssl_context=self.client_ssl_context(self.inter_broker_listener_name),
+            ssl_context=self.client_ssl_context(self.inter_broker_listener_name), sasl=cfg.inter_broker_sasl,
             max_retries=cfg["controlled.shutdown.max.retries"],
             retry_backoff_ms=cfg["controlled.shutdown.retry.backoff.ms"],
             request_timeout_ms=cfg["request.timeout.ms"]).run()
@@ -604,7 +617,8 @@ class BrokerServer:
         """The ReplicaManager's connections to other brokers (fetchers, AlterPartition): over
         TLS when the inter-broker listener is SSL."""
         ssl_context = self.client_ssl_context(self.inter_broker_listener_name)
-        return lambda config: NetworkClient(dataclasses.replace(config, ssl_context=ssl_context))
+        sasl = self.config.inter_broker_sasl
+        return lambda config: NetworkClient(dataclasses.replace(config, ssl_context=ssl_context, sasl=sasl))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         return self.tasks.spawn(coro)

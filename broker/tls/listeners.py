@@ -110,7 +110,7 @@ class TlsListeners:
         protocols = config.security_protocols
         self.listeners: dict[str, ListenerTls] = {
             lst.name: ListenerTls(SslSettings.of(config.originals, lst.name))
-            for lst in config.listeners if protocols.get(lst.name) == "SSL"}
+            for lst in config.listeners if protocols.get(lst.name) in ("SSL", "SASL_SSL")}
         self._client_contexts: dict[str, ssl.SSLContext | None] = {}
         self._protocols = protocols
         self._originals = config.originals
@@ -126,7 +126,7 @@ class TlsListeners:
         """The context for connecting to other brokers' `listener` (None: PLAINTEXT)."""
         if listener not in self._client_contexts:
             ctx = None
-            if self._protocols.get(listener) == "SSL":
+            if self._protocols.get(listener) in ("SSL", "SASL_SSL"):
                 ctx = client_context(SslSettings.of(self._originals, listener))
             self._client_contexts[listener] = ctx
         return self._client_contexts[listener]

@@ -37,7 +37,11 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote_plus
+
+from broker.security.sanitizer import (
+    desanitize as desanitize,  # re-exported: callers use zd.sanitize
+)
+from broker.security.sanitizer import sanitize as sanitize
 
 
 class ZkDataError(ValueError):
@@ -710,24 +714,7 @@ class ConfigEntityChangeNotificationSequenceZNode:
                           "supported versions are 1 and 2")
 
 
-_URL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-
-
-def sanitize(name: str) -> str:
-    """org.apache.kafka.common.utils.Sanitizer.sanitize: how a user or client id becomes a znode
-    name (java.net.URLEncoder, then `*` -> %2A and space -> %20). Topic names need none."""
-    out = []
-    for ch in name:
-        if ch in _URL_SAFE:
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
-
-
-def desanitize(name: str) -> str:
-    """Sanitizer.desanitize (java.net.URLDecoder: %XX sequences back to UTF-8, `+` to a space)."""
-    return unquote_plus(name, encoding="utf-8", errors="strict")
+# sanitize / desanitize: broker.security.sanitizer (imported above), shared with the broker's SCRAM code
 
 
 # ---------------------------------------------------------------------------------------------

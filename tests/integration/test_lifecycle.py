@@ -190,7 +190,8 @@ def test_second_log_dir_locked_writes_nothing_to_the_first(tmp_path: Path) -> No
     (["--listeners", "PLAINTEXT://127.0.0.1:99999"], ["99999"]),
     # an SSL listener needs a keystore: the message names the key to set
     (["--listeners", "SSL://127.0.0.1:9093"], ["Missing required configuration ssl.keystore.location", "SSL"]),
-    (["--listeners", "SASL_PLAINTEXT://127.0.0.1:9093"], ["SASL_PLAINTEXT"]),
+    # Kafka's default sasl.enabled.mechanisms is GSSAPI, which is not built
+    (["--listeners", "SASL_PLAINTEXT://127.0.0.1:9093"], ["SASL_PLAINTEXT", "GSSAPI", "sasl.enabled.mechanisms"]),
     (["--override", "process.roles=broker,controller"], ["process.roles", "ZooKeeper mode"]),
     (["--override", "controller.quorum.voters=1@localhost:9093"], ["controller.quorum.voters", "ZooKeeper mode"]),
     (["--override", "node.id=1", "--broker-id", "2"], ["node.id", "broker.id"]),

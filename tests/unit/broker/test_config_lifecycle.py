@@ -23,21 +23,44 @@ def test_listener_ports_0_and_65535_accepted() -> None:
     assert parse_listener("PLAINTEXT://h:65535").port == 65535
 
 
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice \\"secret\\"";')
+
+
 @pytest.mark.parametrize("uri", ["SASL_PLAINTEXT://:9094", "SASL_SSL://:9095"])
-def test_sasl_listeners_refused_until_they_exist(uri: str) -> None:
-    with pytest.raises(ConfigError, match=r"PLAINTEXT and SSL.*only|not supported") as e:
+def test_sasl_listener_with_kafkas_default_gssapi_refused(uri: str) -> None:
+    """sasl.enabled.mechanisms defaults to GSSAPI, which is not built: the message names the key."""
+    with pytest.raises(ConfigError, match=r"GSSAPI.*sasl\.enabled\.mechanisms") as e:
         KafkaConfig({"listeners": f"PLAINTEXT://:9092,{uri}"})
     assert uri.split(":")[0] in str(e.value)
 
 
-def test_listener_names_mapped_to_ssl_and_plaintext_accepted_to_sasl_refused() -> None:
-    with pytest.raises(ConfigError, match="SASL_SSL"):
-        KafkaConfig({"listeners": "CLIENT://:9092", "listener.security.protocol.map": "CLIENT:SASL_SSL"})
-    assert KafkaConfig({"listeners": "CLIENT://:9092,SSL://:9093",
-                        "listener.security.protocol.map": "CLIENT:SSL,SSL:SSL"}).security_protocols["CLIENT"] == "SSL"
-    c = KafkaConfig({"listeners": "CLIENT://:9092,INTERNAL://:9093",
-                     "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT"})
-    assert [lst.name for lst in c.listeners] == ["CLIENT", "INTERNAL"]
+def test_sasl_listener_with_plain_reads_the_listeners_jaas_entry() -> None:
+    from broker.sasl.listeners import SaslListeners
+
+    c = KafkaConfig({"listeners": "CLIENT://:9092,PLAINTEXT://:9093",
+                     "listener.security.protocol.map": "CLIENT:SASL_SSL,PLAINTEXT:PLAINTEXT",
+                     "listener.name.client.sasl.enabled.mechanisms": "PLAIN",
+                     "listener.name.client.plain.sasl.jaas.config": PLAIN_JAAS})
+    assert c.security_protocols["CLIENT"] == "SASL_SSL"
+    client = SaslListeners(c).listeners["CLIENT"]
+    assert client.mechanisms == ["PLAIN"]
+    assert client.plain_users() == {"admin": "admin-secret", "alice": 'alice "secret"'}
+    assert client.jaas["PLAIN"].options["username"] == "admin"
+
+
+@pytest.mark.parametrize("props, needle", [
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.jaas.config"),  # no JAAS entry at all
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": "PlainLoginModule required user_a=\"b\""},
+     "semi-colon"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": "x.y.OtherModule required user_a=b;"}, "PlainLoginModule"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": "x.PlainLoginModule maybe a=b;"}, "control flag"),
+    ({"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER", "sasl.jaas.config": PLAIN_JAAS}, "OAUTHBEARER"),
+], ids=["no-jaas", "no-semicolon", "wrong-module", "bad-flag", "oauthbearer"])
+def test_bad_sasl_settings_refused(props: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle) as e:
+        KafkaConfig({"listeners": "SASL_PLAINTEXT://:9094", **props})
+    assert "secret" not in str(e.value)  # a JAAS text holds passwords: never echoed
 
 
 def test_listener_name_without_security_protocol_refused() -> None:
@@ -82,3 +105,19 @@ def test_binary_properties_file_refused(tmp_path: Path, content: bytes) -> None:
     f.write_bytes(content)
     with pytest.raises(ConfigError, match=r"server\.properties"):
         load_config(f)
+
+
+def test_sasl_inter_broker_credentials_come_from_the_listeners_jaas_entry() -> None:
+    """sasl.mechanism.inter.broker.protocol must be enabled on the inter-broker listener and its
+    JAAS entry must hold the broker's own username and password (Kafka's checks)."""
+    props = {"listeners": "SASL_PLAINTEXT://:9094,PLAINTEXT://:9092", "sasl.enabled.mechanisms": "PLAIN",
+             "sasl.jaas.config": PLAIN_JAAS, "zookeeper.connect": "localhost:2181",
+             "inter.broker.listener.name": "SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol must be included in sasl\.enabled\.mechanisms"):
+        KafkaConfig(props)  # Kafka's default GSSAPI
+    creds = KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN"}).inter_broker_sasl
+    assert (creds.mechanism, creds.username, creds.password) == ("PLAIN", "admin", "admin-secret")
+    no_own = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";'
+    with pytest.raises(ConfigError, match="username and password"):
+        KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.jaas.config": no_own})
+    assert KafkaConfig({**props, "inter.broker.listener.name": "PLAINTEXT"}).inter_broker_sasl is None

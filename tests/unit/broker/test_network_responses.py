@@ -51,6 +51,7 @@ class FakeTransport:
 class FakeServer:
     zk_mode = False
     request_metrics = None  # metrics.port off
+    sasl = None  # no SASL listeners
 
     def __init__(self) -> None:
         self.config = {"socket.request.max.bytes": 1 << 20, "queued.max.response.bytes": 1 << 20,

@@ -178,8 +178,8 @@ def test_cipher_suites_java_names(ca: CertificateAuthority) -> None:
 
 
 def test_protocol_settings_refused() -> None:
-    with pytest.raises(ConfigError, match=r"SASL_SSL, which is not supported yet"):
-        KafkaConfig({"listeners": "SASL_SSL://:0"})
+    with pytest.raises(ConfigError, match=r"security protocol KERBEROS, which is not supported"):
+        KafkaConfig({"listeners": "X://:0", "listener.security.protocol.map": "X:KERBEROS"})
     with pytest.raises(ConfigError, match=r"Only one of inter\.broker\.listener\.name and security\.inter\.broker\.protocol"):
         KafkaConfig({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"})
     assert KafkaConfig({"security.inter.broker.protocol": "SSL", "listeners": "SSL://:0"}).inter_broker_listener_name == "SSL"

@@ -134,6 +134,30 @@ SYSTEMS: dict[str, tuple[str, Callable[[Path, str, int], LoggedProcess]]] = {
 }
 
 
+
+async def alternating_rounds(
+    systems: Sequence[str], rounds: int, base: Path, label: str,
+    one_round: Callable[[str, Callable[[Path, str, int], LoggedProcess], ZooKeeperServer, Path, str], Awaitable[Any]],
+) -> dict[str, list[tuple[Any, str]]]:
+    """Rounds of every system on one real ZooKeeper, the systems alternating within a round, so
+    a slow spell of the shared machine falls on both. `one_round(system, make, zk_server, work,
+    chroot)` runs one fresh cluster in its own work dir (removed afterwards) and ZooKeeper chroot
+    `/<label>-<system>-<i>`. Per system: (result, "load before / after") of each round."""
+    zk_server = ZooKeeperServer(base / "zookeeper").start()
+    results: dict[str, list[tuple[Any, str]]] = {}
+    try:
+        for i in range(rounds):
+            for s in systems:
+                log(f"{s}: round {i + 1}/{rounds}")
+                work = base / f"{s}-{i}"
+                l0 = os.getloadavg()[0]
+                r = await one_round(s, SYSTEMS[s][1], zk_server, work, f"/{label}-{s}-{i}")
+                results.setdefault(s, []).append((r, f"{l0:.1f} / {os.getloadavg()[0]:.1f}"))
+                shutil.rmtree(work, ignore_errors=True)
+    finally:
+        zk_server.stop()
+    return results
+
 # ---------------------------------------------------------------------------- ZooKeeper
 
 

@@ -69,6 +69,7 @@ from tests.bench.bench_cluster import (
     BenchClient,
     Cluster,
     ZnodeWatch,
+    alternating_rounds,
     controller_id,
     until_all,
     view,
@@ -609,21 +610,13 @@ ZooKeeper watch. Rounds alternate between the systems. Regenerate alone with
 async def run(systems: list[str], rounds: int, records: int, base: Path, logs: Path | None,
               e2e_records: int = E2E_RECORDS, e2e_only: bool = False) -> dict[str, list[Round]]:
     micros_classes = compile_java([MICROS_SOURCE], base / "java")
-    zk_server = ZooKeeperServer(base / "zookeeper").start()
+    runs = await alternating_rounds(systems, rounds, base, "repl", lambda s, make, zk_server, work, chroot: run_round(
+        s, make, zk_server, work, chroot, records, logs, e2e_records, e2e_only, micros_classes))
     results: dict[str, list[Round]] = {}
-    try:
-        for i in range(rounds):
-            for s in systems:
-                log(f"{s}: round {i + 1}/{rounds}")
-                work = base / f"{s}-{i}"
-                l0 = os.getloadavg()[0]
-                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/repl-{s}-{i}", records, logs,
-                                    e2e_records, e2e_only, micros_classes)
-                r.notes["load"] = f"{l0:.1f} / {os.getloadavg()[0]:.1f}"
-                results.setdefault(s, []).append(r)
-                shutil.rmtree(work, ignore_errors=True)
-    finally:
-        zk_server.stop()
+    for s, done in runs.items():
+        for r, load in done:
+            r.notes["load"] = load
+            results.setdefault(s, []).append(r)
     return results
 
 

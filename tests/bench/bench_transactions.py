@@ -49,6 +49,7 @@ from tests.bench.bench_cluster import (
     SYSTEMS,
     BenchClient,
     Cluster,
+    alternating_rounds,
     controller_id,
     until_all,
 )
@@ -228,21 +229,13 @@ Regenerate alone with `python -m tests.bench.bench_transactions` (`--logs DIR` k
 async def run(systems: list[str], rounds: int, records: int, e2e_txns: int, base: Path,
               logs: Path | None) -> dict[str, list[Round]]:
     classes = compile_java([BENCH_SOURCE], base / "java")
-    zk_server = ZooKeeperServer(base / "zookeeper").start()
+    runs = await alternating_rounds(systems, rounds, base, "txn", lambda s, make, zk_server, work, chroot: run_round(
+        s, make, zk_server, work, chroot, records, e2e_txns, classes, logs))
     results: dict[str, list[Round]] = {}
-    try:
-        for i in range(rounds):
-            for s in systems:
-                log(f"{s}: round {i + 1}/{rounds}")
-                work = base / f"{s}-{i}"
-                l0 = os.getloadavg()[0]
-                r = await run_round(s, SYSTEMS[s][1], zk_server, work, f"/txn-{s}-{i}", records, e2e_txns,
-                                    classes, logs)
-                r.load = f"{l0:.1f} / {os.getloadavg()[0]:.1f}"
-                results.setdefault(s, []).append(r)
-                shutil.rmtree(work, ignore_errors=True)
-    finally:
-        zk_server.stop()
+    for s, done in runs.items():
+        for r, load in done:
+            r.load = load
+            results.setdefault(s, []).append(r)
     return results
 
 

@@ -1,5 +1,7 @@
-"""Kafka Streams 3.9's exactly_once_v2 word count (tests/compat/java/src/WordCountEos.java) for the
-single-node and the cluster tests: the program as a process, its bounded known input, and the
+"""Kafka Streams 3.9's exactly_once_v2 word count (tests/compat/java/streams-src/WordCountEos.java:
+a folder of its own, because it compiles only against Kafka Streams' jars and
+tests/compat/test_java_client.py compiles every program in java/src) for the single-node and the
+cluster tests: the program as a process, its bounded known input, and the
 check of its output by a read_committed consumer.
 
 The input is LINES lines of WORDS_PER_LINE words drawn (seeded) from VOCABULARY words, so the count
@@ -44,7 +46,7 @@ def expected_counts(text: Sequence[str]) -> dict[str, int]:
 
 def compile_word_count(out_dir: Path) -> str:
     """The program's classes, compiled against Kafka Streams and Kafka's clients."""
-    return compile_java([JAVA_SRC / "src" / "WordCountEos.java"], out_dir, classpath=streams_classpath())
+    return compile_java([JAVA_SRC / "streams-src" / "WordCountEos.java"], out_dir, classpath=streams_classpath())
 
 
 class WordCountApp(LoggedProcess):

@@ -4,7 +4,15 @@ SCRAM) that differ only in the clients' connection settings."""
 from __future__ import annotations
 
 import asyncio
+import time
+import warnings
 from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer
 
 
 def aiokafka_round_trip(common: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
@@ -33,3 +41,41 @@ def aiokafka_round_trip(common: dict[str, Any], topic: str, values: list[bytes])
         return got
 
     return asyncio.run(run())
+
+
+def kafka_python_round_trip(common: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    """Produce `values` with acks=all, one acknowledged send at a time, and consume them back from
+    the beginning (bounded: 20 s without a record)."""
+    p = KafkaProducer(**common, acks="all")
+    try:
+        for v in values:
+            p.send(topic, v).get(timeout=30)
+    finally:
+        p.close()
+    c = KafkaConsumer(topic, **common, auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    try:
+        return [m.value for m, _ in zip(c, values, strict=False)]
+    finally:
+        c.close()
+
+
+def rdkafka_round_trip(conf: dict[str, str], topic: str, values: list[bytes],
+                       consumer: dict[str, Any] | None = None) -> list[bytes]:
+    """Produce `values` (linger 5 ms, flushed) and consume them back in a group from the earliest
+    offset (bounded: 60 s); `consumer` adds consumer-only settings (fetch sizes)."""
+    p = Producer(conf | {"linger.ms": 5})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(30) == 0
+    c = Consumer(conf | {"group.id": f"g-{topic}", "auto.offset.reset": "earliest"} | (consumer or {}))
+    got: list[bytes] = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(got) < len(values) and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    finally:
+        c.close()
+    return got

@@ -70,13 +70,20 @@ def read_all(bootstrap: str, topic: str, expected: int) -> dict[bytes, tuple[int
 
 
 async def test_acks_all_records_survive_the_leaders_kill(cluster):
+    cid, acked = await open_and_produce_rf3(cluster)
+    # every partition's high watermark reached its log end: the ISR (all three) has everything
+    await kill_a_leader_and_read_back(cluster, cid, acked)
+
+
+async def open_and_produce_rf3(cluster: Cluster) -> tuple[int, dict[bytes, tuple[int, int]]]:
+    """Start the cluster and produce N records to rf3 with acks=all through the controller, every
+    one acknowledged: the controller's id and where each value was acknowledged."""
     await cluster.open()
     cid, _ = await cluster.controller()
     values = [b"v%04d" % i for i in range(N)]
     acked = await asyncio.to_thread(produce_acks_all, cluster.brokers[cid].bootstrap, "rf3", values)
     assert sorted(acked) == values
-    # every partition's high watermark reached its log end: the ISR (all three) has everything
-    await kill_a_leader_and_read_back(cluster, cid, acked)
+    return cid, acked
 
 
 async def kill_a_leader_and_read_back(cluster: Cluster, cid: int, acked: dict[bytes, tuple[int, int]]) -> None:

@@ -6,7 +6,6 @@ acks=all records survive the leader's kill -9, as over PLAINTEXT."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess, free_port
 from tests.cluster.processes import IDS, Cluster
-from tests.cluster.test_replication import N, kill_a_leader_and_read_back, produce_acks_all
+from tests.cluster.test_replication import kill_a_leader_and_read_back, open_and_produce_rf3
 from tests.integration.test_sasl_clients import jaas
 from tests.zookeeper import ZooKeeperServer
 
@@ -51,11 +50,7 @@ async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[S
 
 
 async def test_replication_over_sasl_survives_the_leaders_kill(cluster: SaslCluster) -> None:
-    await cluster.open()
-    cid, _ = await cluster.controller()
-    values = [b"v%04d" % i for i in range(N)]
-    acked = await asyncio.to_thread(produce_acks_all, cluster.brokers[cid].bootstrap, "rf3", values)
-    assert sorted(acked) == values
+    cid, acked = await open_and_produce_rf3(cluster)
     # the other brokers' connections came over the SASL listener, authenticated as User:broker
     for i in IDS:
         lines = [line for line in cluster.brokers[i].lines if "authenticated SASL client" in line]

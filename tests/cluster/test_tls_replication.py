@@ -15,7 +15,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess, free_port
 from tests.cluster.processes import IDS, Cluster
-from tests.cluster.test_replication import N, kill_a_leader_and_read_back, produce_acks_all
+from tests.cluster.test_replication import kill_a_leader_and_read_back, open_and_produce_rf3
 from tests.tls_certs import PASSWORD, CertificateAuthority
 from tests.zookeeper import ZooKeeperServer
 
@@ -54,11 +54,7 @@ async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path):
 
 
 async def test_replication_over_mutual_tls_survives_the_leaders_kill(cluster: TlsCluster) -> None:
-    await cluster.open()
-    cid, _ = await cluster.controller()
-    values = [b"v%04d" % i for i in range(N)]
-    acked = await asyncio.to_thread(produce_acks_all, cluster.brokers[cid].bootstrap, "rf3", values)
-    assert sorted(acked) == values
+    cid, acked = await open_and_produce_rf3(cluster)
     # the followers' fetches came over the SSL listener, each authenticated by its certificate
     for i in IDS:
         others = {f"principal='User:broker{j}'" for j in IDS if j != i}

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.sasl.authenticator import (
@@ -32,14 +32,18 @@ from protocol.messages import (
     SaslHandshakeRequest,
 )
 from tests.broker_process import BrokerProcess, free_port
-from tests.client_round_trips import aiokafka_round_trip
+from tests.client_round_trips import (
+    aiokafka_round_trip,
+    kafka_python_round_trip,
+    rdkafka_round_trip,
+)
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
 from tests.tls_certs import PASSWORD, CertificateAuthority
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.errors import KafkaError as KafkaPythonError
 
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
@@ -106,25 +110,6 @@ def values(n: int) -> list[bytes]:
     return [f"record-{i}-{'x' * 200}".encode() for i in range(n)]
 
 
-def rdkafka_round_trip(conf: dict[str, str], topic: str, expected: list[bytes]) -> list[bytes]:
-    p = Producer(conf | {"linger.ms": 5})
-    for v in expected:
-        p.produce(topic, v)
-    assert p.flush(30) == 0
-    c = Consumer(conf | {"group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    got: list[bytes] = []
-    try:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while len(got) < len(expected) and time.monotonic() < deadline:
-            m = c.poll(1)
-            if m is not None and m.error() is None:
-                got.append(m.value())
-    finally:
-        c.close()
-    return got
-
-
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_confluent_kafka_plain(sasl: SaslBroker, protocol: str) -> None:
     topic = f"sasl-rdkafka-{protocol.lower()}"
@@ -158,18 +143,7 @@ def test_kafka_python_plain(sasl: SaslBroker, protocol: str) -> None:
               "sasl_plain_username": "alice", "sasl_plain_password": USERS["alice"]}
     if protocol == "SASL_SSL":
         common["ssl_cafile"] = str(sasl.ca.ca_file())
-    p = KafkaProducer(**common, acks="all")
-    try:
-        for v in expected:
-            p.send(topic, v).get(timeout=30)
-    finally:
-        p.close()
-    c = KafkaConsumer(topic, **common, auto_offset_reset="earliest", consumer_timeout_ms=20000)
-    try:
-        got = [m.value for m, _ in zip(c, expected, strict=False)]
-    finally:
-        c.close()
-    assert got == expected
+    assert kafka_python_round_trip(common, topic, expected) == expected
 
 
 def test_kafka_python_wrong_password(sasl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:

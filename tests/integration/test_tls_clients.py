@@ -10,25 +10,23 @@ keystore, a PEM truststore, client auth required, principal mapping rules)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import subprocess
-import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess, free_port
+from tests.client_round_trips import (
+    aiokafka_round_trip,
+    kafka_python_round_trip,
+    rdkafka_round_trip,
+)
 from tests.compat.jvm import run_tool
 from tests.tls_certs import PASSWORD, CertificateAuthority, Identity
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer
 
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
@@ -95,33 +93,14 @@ def payloads(n: int, size: int) -> list[bytes]:
     return [hashlib.sha256(str(i).encode()).hexdigest().encode() * (size // 64) for i in range(n)]
 
 
-def rdkafka_round_trip(conf: dict[str, str], topic: str, values: list[bytes]) -> list[bytes]:
-    p = Producer(conf | {"linger.ms": 5})
-    for v in values:
-        p.produce(topic, v)
-    assert p.flush(30) == 0
-    c = Consumer(conf | {"group.id": f"g-{topic}", "auto.offset.reset": "earliest", "fetch.max.bytes": 8 << 20,
-                         "max.partition.fetch.bytes": 8 << 20})
-    got: list[bytes] = []
-    try:
-        c.subscribe([topic])
-        deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
-            m = c.poll(1)
-            if m is not None and m.error() is None:
-                got.append(m.value())
-    finally:
-        c.close()
-    return got
-
-
 def test_confluent_kafka_produces_and_consumes_over_ssl(tls: TlsBroker) -> None:
     """4 MB in 16 KB records: fetch responses far above the streaming threshold, sent as file
     regions read in chunks through the TLS transport (sendfile would put plaintext on the wire
     and the client would fail the record CRCs or the TLS records)."""
     create_topic(tls, "tls-rdkafka")
     values = payloads(256, 16384)
-    assert rdkafka_round_trip(tls.rdkafka(tls.ssl), "tls-rdkafka", values) == values
+    big_fetches = {"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20}
+    assert rdkafka_round_trip(tls.rdkafka(tls.ssl), "tls-rdkafka", values, big_fetches) == values
 
 
 def test_kafka_python_over_ssl(tls: TlsBroker) -> None:
@@ -129,51 +108,17 @@ def test_kafka_python_over_ssl(tls: TlsBroker) -> None:
     values = payloads(50, 4096)
     common = {"bootstrap_servers": tls.ssl, "security_protocol": "SSL", "ssl_cafile": str(tls.ca.ca_file()),
               "ssl_check_hostname": True}
-    p = KafkaProducer(**common, acks="all")
-    try:
-        for v in values:
-            p.send("tls-kafka-python", v).get(timeout=30)
-    finally:
-        p.close()
-    c = KafkaConsumer("tls-kafka-python", **common, auto_offset_reset="earliest", consumer_timeout_ms=20000)
-    try:
-        got = [m.value for m, _ in zip(c, values, strict=False)]
-    finally:
-        c.close()
-    assert got == values
+    assert kafka_python_round_trip(common, "tls-kafka-python", values) == values
 
 
 def test_aiokafka_over_ssl(tls: TlsBroker) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
     create_topic(tls, "tls-aiokafka")
     values = payloads(50, 4096)
-
-    async def run() -> list[bytes]:
-        ctx = create_ssl_context(cafile=str(tls.ca.ca_file()))
-        p = AIOKafkaProducer(bootstrap_servers=tls.ssl, security_protocol="SSL", ssl_context=ctx, acks="all")
-        await p.start()
-        try:
-            for v in values:
-                await p.send_and_wait("tls-aiokafka", v)
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer("tls-aiokafka", bootstrap_servers=tls.ssl, security_protocol="SSL", ssl_context=ctx,
-                             auto_offset_reset="earliest")
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == len(values):
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(run()) == values
+    common = {"bootstrap_servers": tls.ssl, "security_protocol": "SSL",
+              "ssl_context": create_ssl_context(cafile=str(tls.ca.ca_file()))}
+    assert aiokafka_round_trip(common, "tls-aiokafka", values) == values
 
 
 def test_kcat_over_ssl(tls: TlsBroker) -> None:

@@ -6,7 +6,6 @@ credentials Kafka's kafka-configs.sh wrote to ZooKeeper, and produce and consume
 from __future__ import annotations
 
 import subprocess
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,15 +13,11 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess, free_port
-from tests.client_round_trips import aiokafka_round_trip
+from tests.client_round_trips import aiokafka_round_trip, kafka_python_round_trip
 from tests.compat.jvm import run_tool
 from tests.security.test_scram_zookeeper import CONFIG_COMMAND, SCRAM_JAAS, authenticates
 from tests.tls_certs import PASSWORD, CertificateAuthority
 from tests.zookeeper import ZooKeeperServer
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaConsumer, KafkaProducer
 
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
@@ -88,18 +83,7 @@ def test_kafka_python(scram: ScramBroker, protocol: str, mechanism: str) -> None
     if protocol == "SASL_SSL":
         common["ssl_cafile"] = str(scram.ca.ca_file())
     values = [v.encode() for v in lines(20)]
-    p = KafkaProducer(**common, acks="all")
-    try:
-        for v in values:
-            p.send(topic, v).get(timeout=30)
-    finally:
-        p.close()
-    c = KafkaConsumer(topic, **common, auto_offset_reset="earliest", consumer_timeout_ms=20000)
-    try:
-        got = [m.value for m, _ in zip(c, values, strict=False)]
-    finally:
-        c.close()
-    assert got == values
+    assert kafka_python_round_trip(common, topic, values) == values
 
 
 @pytest.mark.parametrize("protocol, mechanism", CASES, ids=IDS)

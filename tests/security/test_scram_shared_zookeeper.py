@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.broker_process import BrokerProcess, free_port
+from tests.broker_process import free_port
 from tests.compat.jvm import run_tool
 from tests.compat.test_zk_znodes import ZkModeKafka
-from tests.security.test_scram_zookeeper import CONFIG_COMMAND, SCRAM_JAAS, authenticates
+from tests.security.test_scram_zookeeper import (
+    CONFIG_COMMAND,
+    SCRAM_JAAS,
+    authenticates,
+    scram_broker,
+)
 from tests.zookeeper import ZooKeeperServer
 
 
 def test_kafka_and_odradek_accept_each_others_scram_users(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     zk = zookeeper.connect_string("/mixed")
-    plain, sasl = free_port(), free_port()
-    ours = BrokerProcess(
-        tmp_path / "odradek", port=plain, zookeeper_connect=zk, broker_id=1,
-        listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        overrides=["offsets.topic.replication.factor=1",
-                   "sasl.enabled.mechanisms=SCRAM-SHA-256", f"sasl.jaas.config={SCRAM_JAAS}"]).start()
+    ours, plain, sasl = scram_broker(tmp_path / "odradek", zk, "SCRAM-SHA-256")
     kafka_sasl = free_port()
     kafka = ZkModeKafka(tmp_path / "kafka", zk, broker_id=2, overrides={})
     kafka.overrides.update({

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.errors import ErrorCode
@@ -21,6 +21,7 @@ from protocol.messages.alter_user_scram_credentials_request import (
 )
 from protocol.messages.describe_user_scram_credentials_request import UserName
 from tests.broker_process import BrokerProcess, free_port
+from tests.client_round_trips import rdkafka_round_trip
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
 from tests.zookeeper import ZooKeeperServer
@@ -60,14 +61,22 @@ def configs(zk: str, *args: str) -> str:
     return run_tool(CONFIG_COMMAND, "--zookeeper", zk, *args).stdout
 
 
-def test_kafka_tool_written_scram_users_authenticate(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    zk = zookeeper.connect_string("/scram")
+def scram_broker(data: Path, zk: str, mechanisms: str, *overrides: str) -> tuple[BrokerProcess, int, int]:
+    """A started broker (id 1) with a PLAINTEXT listener and a SASL_PLAINTEXT one that accepts
+    `mechanisms` against the SCRAM credentials in ZooKeeper: it and its two ports."""
     plain, sasl = free_port(), free_port()
     broker = BrokerProcess(
-        tmp_path / "data", port=plain, zookeeper_connect=zk, broker_id=1,
+        data, port=plain, zookeeper_connect=zk, broker_id=1,
         listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        overrides=["offsets.topic.replication.factor=1", "group.initial.rebalance.delay.ms=0",
-                   "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512", f"sasl.jaas.config={SCRAM_JAAS}"]).start()
+        overrides=["offsets.topic.replication.factor=1", *overrides,
+                   f"sasl.enabled.mechanisms={mechanisms}", f"sasl.jaas.config={SCRAM_JAAS}"]).start()
+    return broker, plain, sasl
+
+
+def test_kafka_tool_written_scram_users_authenticate(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    zk = zookeeper.connect_string("/scram")
+    broker, plain, sasl = scram_broker(tmp_path / "data", zk, "SCRAM-SHA-256,SCRAM-SHA-512",
+                                       "group.initial.rebalance.delay.ms=0")
     bootstrap = f"127.0.0.1:{sasl}"
     try:
         configs(zk, "--alter", "--add-config",
@@ -80,23 +89,8 @@ def test_kafka_tool_written_scram_users_authenticate(zookeeper: ZooKeeperServer,
         admin.create_topics([NewTopic("scram-t", 1, 1)])["scram-t"].result(30)
         conf = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-512"}
-        p = Producer(conf)
         values = [f"scram-{i}".encode() for i in range(50)]
-        for v in values:
-            p.produce("scram-t", v)
-        assert p.flush(30) == 0
-        c = Consumer(conf | {"group.id": "scram-g", "auto.offset.reset": "earliest"})
-        got: list[bytes] = []
-        try:
-            c.subscribe(["scram-t"])
-            deadline = time.monotonic() + 60
-            while len(got) < len(values) and time.monotonic() < deadline:
-                m = c.poll(1)
-                if m is not None and m.error() is None:
-                    got.append(m.value())
-        finally:
-            c.close()
-        assert got == values
+        assert rdkafka_round_trip(conf, "scram-t", values) == values
 
         wrong = authenticates(bootstrap, "SCRAM-SHA-256", "alice", "alice-512", timeout=5)
         assert wrong is not None
@@ -119,12 +113,7 @@ def test_kafka_configs_bootstrap_server_alters_and_describes_users(zookeeper: Zo
     AlterUserScramCredentials / DescribeUserScramCredentials (the password is salted and hashed
     by the tool); the user authenticates, the describe output is Kafka's, a deletion stops it."""
     zk = zookeeper.connect_string("/kip554")
-    plain, sasl = free_port(), free_port()
-    broker = BrokerProcess(
-        tmp_path / "data", port=plain, zookeeper_connect=zk, broker_id=1,
-        listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        overrides=["offsets.topic.replication.factor=1",
-                   "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512", f"sasl.jaas.config={SCRAM_JAAS}"]).start()
+    broker, plain, sasl = scram_broker(tmp_path / "data", zk, "SCRAM-SHA-256,SCRAM-SHA-512")
     bootstrap = f"127.0.0.1:{sasl}"
     admin = ["--bootstrap-server", f"127.0.0.1:{plain}"]
     try:

@@ -81,6 +81,8 @@ client_input_log = RateLimitedLog(log)
 handler_error_log = RateLimitedLog(log, about="failed request handlers")
 
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")  # a request header's first field
+SASL_HANDSHAKE_KEY = 17
 MAX_IN_FLIGHT = 64
 UNSUPPORTED_VERSION = 35
 # a file region is written through the transport in pread chunks of at most this size when the
@@ -341,7 +343,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._release_memory()
             if self.receive_timer is not None:
                 self._cancel_receive_timer()
-            if self.sasl is not None and not self.sasl.complete and self.sasl.receive(frame):
+            if self.sasl is not None and self._authenticating(frame):
                 if self.closed:
                     return
                 continue
@@ -352,6 +354,26 @@ class KafkaConnection(asyncio.Protocol):
             del buf[:pos]
         if buf and (len(buf) < 4 or len(buf) - 4 < _SIZE.unpack_from(buf, 0)[0]):
             self._partial_request(buf)  # not when whole frames merely wait for an unmute
+
+    def _authenticating(self, frame: bytearray) -> bool:
+        """SASL listeners: True when the authenticator took `frame` (authentication, or a
+        KIP-368 re-authentication beginning with a SaslHandshake) or closed the connection
+        because its session expired (Kafka's SocketServer checks it as each request arrives)."""
+        sasl = self.sasl
+        assert sasl is not None
+        if not sasl.complete:
+            return sasl.receive(frame)
+        if sasl.session_expiration is None:
+            return False
+        if len(frame) >= 2 and _API_KEY.unpack_from(frame, 0)[0] == SASL_HANDSHAKE_KEY \
+                and sasl.begin_reauthentication(frame):
+            return True
+        if sasl.expired():
+            log.info("Disconnecting expired channel", peer=self.peer, listener=self.listener.name,
+                                  principal=self.principal)
+            self.close()
+            return True
+        return False
 
     def eof_received(self) -> bool | None:
         return None  # close when the client half-closes

@@ -67,12 +67,17 @@ def rdkafka_round_trip(conf: dict[str, str], topic: str, values: list[bytes],
     for v in values:
         p.produce(topic, v)
     assert p.flush(30) == 0
+    return rdkafka_read(conf, topic, len(values), consumer)
+
+
+def rdkafka_read(conf: dict[str, str], topic: str, n: int, consumer: dict[str, Any] | None = None) -> list[bytes]:
+    """The first `n` records of `topic`, read in a group from the earliest offset (bounded: 60 s)."""
     c = Consumer(conf | {"group.id": f"g-{topic}", "auto.offset.reset": "earliest"} | (consumer or {}))
     got: list[bytes] = []
     try:
         c.subscribe([topic])
         deadline = time.monotonic() + 60
-        while len(got) < len(values) and time.monotonic() < deadline:
+        while len(got) < n and time.monotonic() < deadline:
             m = c.poll(1)
             if m is not None and m.error() is None:
                 got.append(m.value())

@@ -1,9 +1,9 @@
 """SaslAuthenticate (key 36), versions 0-2 (v1+: session_lifetime_ms; v2: flexible).
 
 On a SASL listener the tokens are evaluated by the connection's authenticator (broker.sasl)
-until authentication completes. What reaches this handler came on a listener without SASL or
-after authentication (re-authentication, KIP-368, is not built): ILLEGAL_SASL_STATE with
-Kafka's message."""
+until authentication completes, and again during a KIP-368 re-authentication (begun by a
+SaslHandshake on an authenticated connection). What reaches this handler came on a listener
+without SASL or after authentication: ILLEGAL_SASL_STATE with Kafka's message."""
 
 from __future__ import annotations
 

@@ -12,11 +12,21 @@ the delay slows down password guessing, as Kafka's delayed close does.
 
 The connection (broker.network) hands every frame here until `complete`; `receive` answers the
 SASL requests itself through `conn.send_now` and returns False for a frame the connection must
-dispatch (ApiVersions)."""
+dispatch (ApiVersions).
+
+Re-authentication (KIP-368), as Kafka's SaslServerAuthenticator.ReauthInfo and KafkaChannel: with
+`connections.max.reauth.ms` > 0 for the mechanism, a completed authentication answers that
+lifetime as `session_lifetime_ms` and the session expires after it. The connection asks `expired`
+before it dispatches a request and closes an expired connection (Kafka's SocketServer does so on
+the request's arrival, whatever it is). A SaslHandshake on an authenticated connection with a
+session expiry begins a re-authentication (`begin_reauthentication`; at most one a second, else it
+is dispatched and answered ILLEGAL_SASL_STATE): the same mechanism, then the same principal, or the
+authentication fails and the connection closes; a success starts a new session."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +60,7 @@ AUTHENTICATE = "AUTHENTICATE"
 RAW_TOKEN = "RAW_TOKEN"
 COMPLETE = "COMPLETE"
 FAILED = "FAILED"
+MIN_REAUTH_INTERVAL_S = 1.0  # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 
 
 class MechanismServer(Protocol):
@@ -64,17 +75,43 @@ class MechanismServer(Protocol):
 
 class SaslAuthenticator:
     def __init__(self, conn: KafkaConnection, mechanisms: list[str],
-                 servers: Callable[[str], MechanismServer], failed_delay_s: float) -> None:
+                 servers: Callable[[str], MechanismServer], failed_delay_s: float,
+                 max_reauth_ms: Callable[[str], int] = lambda _: 0) -> None:
         self.conn = conn
         self.mechanisms = mechanisms
         self._servers = servers
         self.failed_delay_s = failed_delay_s
+        self._max_reauth_ms = max_reauth_ms  # connections.max.reauth.ms of a mechanism (0: none)
         self.state = HANDSHAKE_OR_VERSIONS
         self.server: MechanismServer | None = None
+        # KIP-368: when the session ends (monotonic s; None: never), and the re-authentication
+        # in progress: the mechanism and principal it must keep (None: a first authentication)
+        self.session_expiration: float | None = None
+        self.last_reauth_start = 0.0
+        self.previous: tuple[str, str] | None = None
 
     @property
     def complete(self) -> bool:
         return self.state == COMPLETE
+
+    def expired(self) -> bool:
+        """The session has ended: the connection serves nothing more but a re-authentication."""
+        return self.session_expiration is not None and time.monotonic() > self.session_expiration
+
+    def begin_reauthentication(self, frame: bytearray) -> bool:
+        """A SaslHandshake arrived on the authenticated connection: True when it begins a
+        re-authentication (answered here), False when the connection dispatches it as any
+        request (no session expiry, or the last re-authentication began under a second ago)."""
+        if self.session_expiration is None or self.server is None:
+            return False
+        now = time.monotonic()
+        if self.last_reauth_start and now - self.last_reauth_start < MIN_REAUTH_INTERVAL_S:
+            return False
+        self.last_reauth_start = now
+        self.previous = (self.server.mechanism, self.conn.principal)
+        self.state = HANDSHAKE
+        self.receive(frame)
+        return True
 
     def receive(self, frame: bytearray) -> bool:
         """Handle one frame received before authentication completed; False: the connection
@@ -127,8 +164,14 @@ class SaslAuthenticator:
                                                         mechanisms=list(self.mechanisms)))
             self.conn.abort("Unsupported SASL mechanism", mechanism=mechanism, enabled=self.mechanisms)
             return
-        self.server = self._servers(mechanism)
         self._respond(header, SaslHandshakeResponse(error_code=0, mechanisms=list(self.mechanisms)))
+        if self.previous is not None and self.previous[0] != mechanism:
+            assert self.server is not None
+            self.state = FAILED  # Kafka's REAUTH_BAD_MECHANISM: fails the re-authentication
+            self.conn.abort(f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                            f"re-authentication of mechanism '{self.previous[0]}'")
+            return
+        self.server = self._servers(mechanism)
         self.state = AUTHENTICATE if header.request_api_version >= 1 else RAW_TOKEN
 
     def _authenticate(self, header: Any, request: SaslAuthenticateRequest) -> None:
@@ -143,8 +186,12 @@ class SaslAuthenticator:
                        f"mechanism {self.server.mechanism}")
             self._fail(header, message, detail=str(e))
             return
+        if self.server.complete and (changed := self._principal_changed()) is not None:
+            self._fail(header, changed)
+            return
+        lifetime_ms = self._session_lifetime_ms() if self.server.complete else 0
         self._respond(header, SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=challenge,
-                                                       session_lifetime_ms=0))
+                                                       session_lifetime_ms=lifetime_ms))
         self._check_complete()
 
     def _raw_token(self, token: bytes) -> None:
@@ -154,15 +201,40 @@ class SaslAuthenticator:
         except (SaslAuthenticationError, SaslError) as e:
             self._fail(None, str(e))
             return
+        if self.server.complete:
+            if (changed := self._principal_changed()) is not None:
+                self._fail(None, changed)
+                return
+            self._session_lifetime_ms()
         self.conn.send_now([len(challenge).to_bytes(4, "big"), challenge])
         self._check_complete()
+
+    def _principal_changed(self) -> str | None:
+        """Kafka's ensurePrincipalUnchanged: a re-authentication keeps the principal."""
+        assert self.server is not None
+        principal = f"User:{self.server.authorization_id}"
+        if self.previous is None or self.previous[1] == principal:
+            return None
+        before = self.previous[1].replace(":", ".", 1)
+        return (f"Cannot change principals during re-authentication from {before}: "
+                f"{principal.replace(':', '.', 1)}")
+
+    def _session_lifetime_ms(self) -> int:
+        """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs (no credential here expires):
+        the mechanism's connections.max.reauth.ms, from now; 0 and no expiry when unset."""
+        assert self.server is not None
+        lifetime_ms = max(0, self._max_reauth_ms(self.server.mechanism))
+        self.session_expiration = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+        return lifetime_ms
 
     def _check_complete(self) -> None:
         assert self.server is not None
         if self.server.complete:
             self.state = COMPLETE
             self.conn.principal = f"User:{self.server.authorization_id}"
-            log.info("authenticated SASL client", peer=self.conn.peer, listener=self.conn.listener.name,
+            event = "re-authenticated SASL client" if self.previous is not None else "authenticated SASL client"
+            self.previous = None
+            log.info(event, peer=self.conn.peer, listener=self.conn.listener.name,
                      mechanism=self.server.mechanism, principal=self.conn.principal)
 
     def _fail(self, header: Any, message: str, detail: str | None = None) -> None:

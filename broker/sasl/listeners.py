@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +103,18 @@ class SaslListeners:
             lst.name: listener_sasl(config.originals, lst.name)
             for lst in config.listeners if protocols.get(lst.name) in SASL_PROTOCOLS}
         self.failed_delay_s = config["connection.failed.authentication.delay.ms"] / 1000
+        self.originals = config.originals
+        self.max_reauth_ms = int(config["connections.max.reauth.ms"])
+
+    def max_reauth(self, listener: str) -> Callable[[str], int]:
+        """connections.max.reauth.ms of each mechanism on `listener`, as Kafka reads it:
+        `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`, else the broker's."""
+        def of(mechanism: str) -> int:
+            key = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+            value = self.originals.get(key)
+            return self.max_reauth_ms if value is None else int(value)
+
+        return of
 
     def authenticator(self, conn: KafkaConnection) -> SaslAuthenticator | None:
         """A new connection's authenticator (None: not a SASL listener)."""
@@ -115,7 +127,8 @@ class SaslListeners:
                 return PlainServer(settings.plain_users())
             return ScramServer(mechanism, conn.server.scram_credentials)
 
-        return SaslAuthenticator(conn, settings.mechanisms, server, self.failed_delay_s)
+        return SaslAuthenticator(conn, settings.mechanisms, server, self.failed_delay_s,
+                                 self.max_reauth(conn.listener.name))
 
 
 def inter_broker_credentials(config: KafkaConfig) -> SaslClientCredentials | None:

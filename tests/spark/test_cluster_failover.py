@@ -106,6 +106,20 @@ def create_durable_topic(c: SyncCluster, name: str) -> None:
         f"{name} with full ISRs"))
 
 
+def paced(count: int, rate: float, go_on: threading.Event, wait_s: float) -> Iterator[int]:
+    """0 .. count-1 at `rate` per second; after the first third, wait for `go_on` (at most
+    `wait_s`) and go on at the same rate from there."""
+    start = time.monotonic()
+    for i in range(count):
+        if i == count // 3:
+            go_on.wait(wait_s)
+            start = time.monotonic() - i / rate
+        ahead = start + i / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)  # pacing the load, not waiting for an event
+        yield i
+
+
 class PacedProducer(threading.Thread):
     """An idempotent acks=all producer writing N unique values at RATE/s, round-robin over the
     partitions; `acked` maps each acknowledged value to its (partition, offset). After the first
@@ -124,15 +138,8 @@ class PacedProducer(threading.Thread):
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
                                  linger_ms=5, request_timeout_ms=10_000, delivery_timeout_ms=60_000)
         try:
-            start = time.monotonic()
             futures = []
-            for i in range(N):
-                if i == N // 3:
-                    self.go_on.wait(WAIT + PROMISE_S)
-                    start = time.monotonic() - i / RATE
-                ahead = start + i / RATE - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)  # pacing the load, not waiting for an event
+            for i in paced(N, RATE, self.go_on, WAIT + PROMISE_S):
                 value = f"r{i:05d}"
                 futures.append((value, producer.send(self.topic, value.encode(), partition=i % PARTITIONS)))
                 self.sent = i + 1
@@ -308,14 +315,7 @@ class TransactionalProducer(threading.Thread):
                              "transaction.timeout.ms": 60_000, "linger.ms": 5})
         try:
             producer.init_transactions(60)
-            start = time.monotonic()
-            for t in range(TXNS):
-                if t == TXNS // 3:
-                    self.go_on.wait(CATCH_UP_S + PROMISE_S)
-                    start = time.monotonic() - t / TXN_RATE
-                ahead = start + t / TXN_RATE - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)  # pacing the load, not waiting for an event
+            for t in paced(TXNS, TXN_RATE, self.go_on, CATCH_UP_S + PROMISE_S):
                 self.begun = t + 1
                 delivered: dict[str, tuple[int, int]] = {}
 

@@ -56,6 +56,7 @@ from broker.apis.registry import REGISTRY
 from broker.context import RequestContext
 from broker.log_limiter import RateLimitedLog
 from broker.memory_pool import MemoryPool
+from broker.metrics.request_metrics import FETCH_KEY
 from broker.purgatory import InlineFuture
 from broker.quota import request_time
 from broker.tls.principal import ANONYMOUS
@@ -96,6 +97,26 @@ def request_memory_pool(server: BrokerServer) -> MemoryPool:
     if pool is None:
         pool = _pools[server] = MemoryPool(server.config["queued.max.request.bytes"])
     return pool
+
+
+class _Mark:
+    """A place in a connection's outgoing queue, reached once everything before it was handed to
+    the transport: the start or the end of a response's bytes (ResponseTiming.dequeued / .sent).
+    Only queued while metrics are on; never written."""
+
+    __slots__ = ("reached",)
+
+    def __init__(self, reached: Any) -> None:
+        self.reached = reached
+
+
+def _fetch_from_follower(request: Any) -> bool:
+    """A Fetch from a follower has a replica id >= 0 (in replica_state from v15)."""
+    replica_id = getattr(request, "replica_id", -1)
+    if replica_id < 0:
+        state = getattr(request, "replica_state", None)
+        replica_id = state.replica_id if state is not None else -1
+    return replica_id >= 0
 
 
 class _Driven:
@@ -208,7 +229,8 @@ class KafkaConnection(asyncio.Protocol):
         # the next, whose batches to a partition they share would land first
         self.append_order = asyncio.Lock()
         # chunks of finished responses not yet handed to the transport, in request order:
-        # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes
+        # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes. With metrics
+        # on, each response is between two _Marks (RequestMetrics' response queue and send times)
         self.outgoing: collections.deque[Any] = collections.deque()
         self.unsent = 0
         self.region_sent = 0  # bytes of outgoing[0] already sent when it is a FileRecords
@@ -490,7 +512,16 @@ class KafkaConnection(asyncio.Protocol):
             response = await handle(ctx, request)
         h = ctx.header
         if ctx.started:
-            self.server.request_metrics.record(h.request_api_key, ctx.received, ctx.started, ctx.suspended)
+            key = h.request_api_key
+            timing = self.server.request_metrics.finished(
+                key, ctx.received, ctx.started, ctx.suspended,
+                _fetch_from_follower(request) if key == FETCH_KEY else None)
+            if response is None:
+                timing.sent()  # Kafka's NoOpResponse: nothing queued, nothing sent
+                return None
+            chunks = encode_response_frame(h.correlation_id, key, h.request_api_version, response)
+            self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+            return [_Mark(timing.dequeued), *chunks, _Mark(timing.sent)]
         if response is None:
             return None
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
@@ -559,7 +590,12 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None:
             return
         while outgoing and not self.write_paused and not self.closed:
-            if type(outgoing[0]) is FileRecords:
+            head = outgoing[0]
+            if type(head) is _Mark:
+                outgoing.popleft()
+                head.reached()
+                continue
+            if type(head) is FileRecords:
                 if self.tls:
                     if self.region_read is None:
                         self._read_region_chunk(outgoing[0])
@@ -571,7 +607,7 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             batch: list[Any] = []
             n = 0
-            while outgoing and type(outgoing[0]) is not FileRecords:
+            while outgoing and (kind := type(outgoing[0])) is not FileRecords and kind is not _Mark:
                 c = outgoing.popleft()
                 batch.append(c)
                 n += len(c)

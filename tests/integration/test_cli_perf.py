@@ -228,3 +228,21 @@ def test_produce_progress_lines_when_stderr_is_not_a_terminal(broker: BrokerProc
     assert done == sorted(done) and 0 < done[-1] <= 300, done
     assert elapsed == sorted(elapsed) and elapsed[0] >= 0.4, elapsed
     assert "\x1b" not in r.stderr, "no progress bar when stderr is not a terminal"
+
+
+def test_produce_draws_a_progress_bar_on_a_terminal(broker: BrokerProcess) -> None:
+    """On a terminal the progress is rich's bar (records done of the total), not the lines."""
+    from tests.terminal import TerminalProcess
+
+    create_topic(broker.bootstrap, "perf-bar", 1)
+    env = {**os.environ, "ODRADEK_BOOTSTRAP": broker.bootstrap}
+    term = TerminalProcess([sys.executable, "-m", "clients.cli", "perf", "produce", "perf-bar", "-n", "200",
+                            "--throughput", "100", "--acks", "1", "--progress-interval", "0.5"], REPO, env)
+    try:
+        term.wait_for(lambda s: bool(re.search(r"producing to perf-bar.*\b\d+/200\b", s)), 30)
+        assert term.proc.wait(30) == 0
+        text = term.text()
+        assert "records sent" in text and "━" in text, text
+        assert not re.search(r"records \(\d+%\), \d+\.\d s elapsed", text), "lines are for non-terminals"
+    finally:
+        term.close()

@@ -59,6 +59,8 @@ from broker.config_synonyms import (
 )
 from broker.context import RequestContext
 from broker.dynamic_config import DEFAULT_ENTITY
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.kafka_broker_configs import read_only as kafka_read_only
 from broker.security.acl import AclOperation, ResourceType
 from controller.image import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
@@ -99,8 +101,9 @@ class _BrokerSources:
         cfg = ctx.server.config
         self.dynamic = dict(ctx.server.metadata_cache.broker_configs)
         self.dynamic_default = dict(ctx.server.metadata_cache.broker_default_configs)
-        self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS}
-        self.defaults = {d.key: _text(d.default) for d in DEFINITIONS if d.default is not None}
+        self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS or k in KAFKA_BROKER_CONFIGS}
+        self.defaults = {k: c.default for k, c in KAFKA_BROKER_CONFIGS.items() if c.default is not None}
+        self.defaults.update({d.key: _text(d.default) for d in DEFINITIONS if d.default is not None})
         topic_defaults = LogConfig().to_props()
         for topic_key, (primary, *_) in TOPIC_SYNONYMS.items():
             if primary not in CONFIGS:
@@ -109,7 +112,8 @@ class _BrokerSources:
 
 def _documentation(key: str, resource_type: int) -> str:
     if resource_type == BROKER:
-        return CONFIGS[key].doc
+        d = config_def(key)
+        return d.doc if d is not None else ""
     primary = TOPIC_SYNONYMS.get(key, ("",))[0]
     if primary in CONFIGS:
         return CONFIGS[primary].doc
@@ -198,20 +202,28 @@ async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> Describe
                     synonyms = [s for s in broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
                                                                sources.dynamic_default)
                                 if s.source == DYNAMIC_DEFAULT_BROKER_CONFIG]
-                    d = CONFIGS.get(key)
+                    d = config_def(key)
                     entries.append((key, value, synonyms, d.type if d is not None else None, False))
             elif res.resource_type == BROKER:
+                # Kafka's allConfigs: every key it defines, those Odradek adds, and the ones set
+                # in server.properties or dynamically (listener.name.<l>.ssl.*, ...)
                 _check_broker(ctx, res.resource_name)
-                for key, value in sorted(ctx.server.config.values.items()):
+                values: dict[str, Any] = {k: c.default for k, c in KAFKA_BROKER_CONFIGS.items()}
+                values.update({k: v for k, v in sources.static.items() if k not in CONFIGS})
+                values.update({k: _text(v) for k, v in ctx.server.config.values.items()})
+                for key in (*sources.dynamic_default, *sources.dynamic):
+                    values.setdefault(key, None)
+                for key, value in sorted(values.items()):
                     synonyms = broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
                                                    sources.dynamic_default)
                     dynamic = sources.dynamic.get(key, sources.dynamic_default.get(key))
                     if dynamic is not None:
                         value = dynamic
-                    entries.append((key, _text(value), synonyms, CONFIGS[key].type, dynamic is None))
-                for key, value in sorted(sources.dynamic.items()):  # listener.name.<l>.ssl.* of this broker
-                    if key not in CONFIGS and (d := config_def(key)) is not None:
-                        entries.append((key, value, [Synonym(key, value, DYNAMIC_BROKER_CONFIG)], d.type, False))
+                    if not synonyms and dynamic is not None:  # a key broker_key_synonyms does not know
+                        synonyms = [Synonym(key, value, DYNAMIC_BROKER_CONFIG if key in sources.dynamic
+                                            else DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                    d = config_def(key)
+                    entries.append((key, value, synonyms, d.type if d is not None else None, _read_only(key)))
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             for key, value, synonyms, kind, read_only in entries:
@@ -244,10 +256,28 @@ def _apply_topic(ctx: RequestContext, name: str, configs: dict[str, str], valida
 
 # Kafka's DynamicBrokerConfig.PerBrokerConfigs among the SSL keys: a broker's own stores
 _PER_BROKER_SSL = ("ssl.keystore.", "ssl.key.password", "ssl.truststore.")
+# Kafka's DynamicConfig.Broker keys that are not KafkaConfig's (so not in its describe table)
+_DYNAMIC_ONLY = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def _read_only(key: str) -> bool:
+    """DescribeConfigs' read_only, as Kafka's ConfigHelper: a key Kafka cannot change without a
+    restart. Odradek's own keys are not acted on dynamically either (only stored)."""
+    if key in KAFKA_BROKER_CONFIGS:
+        return kafka_read_only(key)
+    return key not in _DYNAMIC_ONLY and not key.startswith(LISTENER_PREFIX)
+
+
+def _resource(name: str) -> str:
+    return f"ConfigResource(type=BROKER, name='{name}')"
 
 
 async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
     _check_broker(ctx, name)
+    fixed = [key for key in configs if kafka_read_only(key)]
+    if fixed:  # DynamicBrokerConfig.validateConfigs, answered as ZkAdminManager answers a ConfigException
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {_resource(name)}: "
+                                 f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
     for key, value in configs.items():
         d = config_def(key)
         if d is None:

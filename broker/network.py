@@ -91,6 +91,17 @@ STREAM_CHUNK = 256 * 1024
 _pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()
 
 
+class ThrottleStart:
+    """Ends a throttled response's chunks in `outgoing`: the throttle time starts when `_pump`
+    reaches it, i.e. once the response was handed to the transport (KIP-219's throttle after
+    send)."""
+
+    __slots__ = ("throttle_ms",)
+
+    def __init__(self, throttle_ms: int) -> None:
+        self.throttle_ms = throttle_ms
+
+
 def request_memory_pool(server: BrokerServer) -> MemoryPool:
     """The broker-wide pool of `queued.max.request.bytes` (one per server object)."""
     pool = _pools.get(server)
@@ -251,6 +262,7 @@ class KafkaConnection(asyncio.Protocol):
         self.region_read: asyncio.Future[bytes] | None = None  # TLS: the chunk being read
         # a client over its quota (broker/quota): muted until the timer fires (KIP-219)
         self.throttle_timer: asyncio.TimerHandle | None = None
+        self.throttles_unsent = 0  # throttled responses not sent yet: muted meanwhile
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -523,9 +535,13 @@ class KafkaConnection(asyncio.Protocol):
             self.unsent += _SIZE.unpack(chunks[0])[0] + 4
             return [_Mark(timing.dequeued), *chunks, _Mark(timing.sent)]
         if response is None:
+            if ctx.throttle_ms:  # acks=0 produce: nothing to send, the throttle starts now
+                self._start_throttle(ctx.throttle_ms)
             return None
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+        if ctx.throttle_ms:
+            chunks = [*chunks, ThrottleStart(ctx.throttle_ms)]
         return chunks
 
     async def _process(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
@@ -607,12 +623,18 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             batch: list[Any] = []
             n = 0
+            throttle_ms = 0
             while outgoing and (kind := type(outgoing[0])) is not FileRecords and kind is not _Mark:
                 c = outgoing.popleft()
+                if kind is ThrottleStart:  # the throttled response is handed to the transport
+                    throttle_ms = c.throttle_ms
+                    break
                 batch.append(c)
                 n += len(c)
             self.unsent -= n
             transport.writelines(batch)
+            if throttle_ms:
+                self._start_throttle(throttle_ms)
         if not outgoing:
             self._wake_sent_waiters()
 
@@ -697,17 +719,27 @@ class KafkaConnection(asyncio.Protocol):
                 return self.region_sent >= region.size
         return True
 
-    def throttle(self, throttle_ms: int) -> None:
-        """Mute the connection for `throttle_ms` (KIP-219, Kafka's RequestChannel throttling): the
-        throttled response goes out at once, but no further request is read or parsed until the
-        time has passed; a longer throttle extends a running one."""
-        if throttle_ms <= 0 or self.closed:
+    def throttle(self) -> None:
+        """A request being handled earned a throttle (quotas): the connection is muted at once,
+        and the throttle time starts when that request's response is sent (`_start_throttle`,
+        from the ThrottleStart its response ends with), as KIP-219's Processor starts
+        throttling a channel once its response send completes."""
+        self.throttles_unsent += 1
+        self._update_reading(parse_now=False)
+
+    def _start_throttle(self, throttle_ms: int) -> None:
+        """Mute the connection for `throttle_ms` from now (KIP-219, Kafka's RequestChannel
+        throttling): no further request is read or parsed until the time has passed; a longer
+        throttle extends a running one."""
+        self.throttles_unsent -= 1
+        if self.closed:
             return
         loop = asyncio.get_running_loop()
         until = loop.time() + throttle_ms / 1000
         timer = self.throttle_timer
         if timer is not None:
             if timer.when() >= until:
+                self._update_reading(parse_now=False)
                 return
             timer.cancel()
         self.throttle_timer = loop.call_at(until, self._unthrottle)
@@ -722,6 +754,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         should_pause = (
             self.throttle_timer is not None
+            or self.throttles_unsent
             or self.draining
             or self.write_paused
             or self.memory_wait

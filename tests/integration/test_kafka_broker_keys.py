@@ -9,7 +9,6 @@ table with its read-only flag and default. A real single-node broker over TCP.""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException

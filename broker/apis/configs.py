@@ -59,7 +59,7 @@ from broker.config_synonyms import (
 )
 from broker.context import RequestContext
 from broker.dynamic_config import DEFAULT_ENTITY
-from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, validate_dynamic
 from broker.kafka_broker_configs import read_only as kafka_read_only
 from broker.security.acl import AclOperation, ResourceType
 from controller.image import validate_topic_name
@@ -254,8 +254,6 @@ def _apply_topic(ctx: RequestContext, name: str, configs: dict[str, str], valida
         ctx.server.controller.set_topic_configs(name, configs)
 
 
-# Kafka's DynamicBrokerConfig.PerBrokerConfigs among the SSL keys: a broker's own stores
-_PER_BROKER_SSL = ("ssl.keystore.", "ssl.key.password", "ssl.truststore.")
 # Kafka's DynamicConfig.Broker keys that are not KafkaConfig's (so not in its describe table)
 _DYNAMIC_ONLY = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
@@ -272,12 +270,16 @@ def _resource(name: str) -> str:
     return f"ConfigResource(type=BROKER, name='{name}')"
 
 
-async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
+async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool,
+                        changed: list[str] | None = None) -> None:
+    """`configs`: the resource's whole new set; `changed`: the keys the request sets (default:
+    all), which Kafka's rules for dynamic keys are checked on -- the others were checked when
+    they were stored (and a single node's cluster default shares the broker's own set)."""
     _check_broker(ctx, name)
-    fixed = [key for key in configs if kafka_read_only(key)]
-    if fixed:  # DynamicBrokerConfig.validateConfigs, answered as ZkAdminManager answers a ConfigException
+    invalid = validate_dynamic(list(configs) if changed is None else changed, per_broker=name != "")
+    if invalid:  # DynamicBrokerConfig.validateConfigs, answered as ZkAdminManager answers a ConfigException
         raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {_resource(name)}: "
-                                 f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+                                 f"{invalid}")
     for key, value in configs.items():
         d = config_def(key)
         if d is None:
@@ -286,10 +288,6 @@ async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str],
             parse_value(d, value)
         except ConfigError as e:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        base = key[len(LISTENER_PREFIX):].partition(".")[2] if key.startswith(LISTENER_PREFIX) else key
-        if base.startswith(_PER_BROKER_SSL) and name == "":
-            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
-                                     f"level, broker id must be specified: {key}")
         if d.type == "password" and key not in ctx.server.metadata_cache.broker_configs:
             # Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Odradek
             # does not have: they stay in server.properties
@@ -391,7 +389,8 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
             if res.resource_type == TOPIC:
                 _apply_topic(ctx, res.resource_name, current, req.validate_only)
             else:
-                await _apply_broker(ctx, res.resource_name, current, req.validate_only)
+                await _apply_broker(ctx, res.resource_name, current, req.validate_only,
+                                    [c.name for c in res.configs if c.config_operation != DELETE])
         except KafkaProtocolError as e:
             out.error_code, out.error_message = e.code, e.message
         responses.append(out)

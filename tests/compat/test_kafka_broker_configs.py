@@ -5,7 +5,7 @@ became dynamic, fails here)."""
 
 from __future__ import annotations
 
-from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, PER_BROKER
 from tests.compat.kafka_broker_configs import describe
 from tests.compat.reference_kafka import ReferenceKafka
 
@@ -17,3 +17,5 @@ def test_table_is_kafka_39s_own_description(reference_kafka: ReferenceKafka) -> 
         ref = reference[name]
         assert (k.type, k.default, k.read_only, k.sensitive) == (
             ref["type"], ref["default"], ref["read_only"], ref["sensitive"]), name
+    # the per-broker keys (copied from DynamicBrokerConfig) are all dynamic ones of the table
+    assert all(not KAFKA_BROKER_CONFIGS[k].read_only for k in PER_BROKER)

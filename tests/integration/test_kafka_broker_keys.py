@@ -22,8 +22,12 @@ from confluent_kafka.admin import (
 )
 
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+from protocol.errors import ErrorCode
+from protocol.messages import IncrementalAlterConfigsRequest
+from protocol.messages import incremental_alter_configs_request as iac
 from tests.broker_process import BrokerProcess
 from tests.compat.jvm import run_tool
+from tests.raw_client import call_once
 
 NO_EFFECT = {"sasl.kerberos.min.time.before.relogin": "58000", "num.io.threads": "4",
              "sasl.kerberos.ticket.renew.jitter": "0.1"}
@@ -66,6 +70,23 @@ def test_read_only_key_refused_as_kafka(broker: BrokerProcess) -> None:
     assert err.str() == ("Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
                          "Cannot update these configs dynamically: Set(log.dirs)")
     assert describe(admin)["log.dirs"].value != "/elsewhere"
+
+
+def test_per_listener_and_per_broker_keys_refused_as_kafka(broker: BrokerProcess) -> None:
+    """DynamicBrokerConfig.validateConfigs' other two refusals: a listener's store without the
+    listener prefix, and a per-broker key (a SASL Kerberos one) at the cluster default."""
+    cases = [("0", "ssl.keystore.location", "These security configs can be dynamically updated only per-listener "
+              "using the listener prefix: Set(ssl.keystore.location)"),
+             ("", "sasl.kerberos.min.time.before.relogin", "Cannot update these configs at default cluster level, "
+              "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)")]
+    for name, key, message in cases:  # raw: confluent-kafka refuses the cluster default's empty name
+        resp = call_once(broker.port, 44, 1, IncrementalAlterConfigsRequest(resources=[iac.AlterConfigsResource(
+            resource_type=4, resource_name=name, configs=[iac.AlterableConfig(name=key, config_operation=0,
+                                                                              value="1000")])]))
+        (out,) = resp.responses
+        assert (out.error_code, out.error_message) == (
+            ErrorCode.INVALID_REQUEST, f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+            f"{message}")
 
 
 def test_kafka_configs_alters_a_broker_key(broker: BrokerProcess) -> None:

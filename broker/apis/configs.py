@@ -34,7 +34,9 @@ v0-1) for topics (resource type 2) and brokers (4).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from broker.apis.registry import api
@@ -89,7 +91,22 @@ def _text(value: Any) -> str | None:
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return ",".join(value)
+    if isinstance(value, float):
+        return _java_double(value)
     return str(value)
+
+
+def _java_double(value: float) -> str:
+    """Java's Double.toString: plain from 10^-3 up to 10^7 (always with a fraction digit),
+    else computerized scientific notation (`1.7976931348623157E308`)."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python writes these as Java does: 0.5, 10.0
+    if math.isinf(value) or math.isnan(value):
+        return "Infinity" if value > 0 else "-Infinity" if value < 0 else "NaN"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    shortest = "".join(map(str, digits))  # repr's shortest round-tripping digits
+    return (f"{'-' if sign else ''}{shortest[0]}.{shortest[1:] or '0'}"
+            f"E{len(shortest) - 1 + int(exponent)}")
 
 
 class _BrokerSources:

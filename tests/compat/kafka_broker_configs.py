@@ -27,15 +27,20 @@ TYPE_NAMES = {1: "bool", 2: "string", 3: "int", 4: "short", 5: "long", 6: "doubl
 DEFAULT_CONFIG = 5
 
 
-def describe(port: int, broker_id: str = "1") -> list[dict[str, Any]]:
-    """The broker's own description of its keys, one entry per key, sorted by name."""
+def describe_configs(port: int, broker_id: str, documentation: bool = False) -> list[Any]:
+    """DescribeConfigs v4 of broker `broker_id` with synonyms: its config entries."""
     req = DescribeConfigsRequest(
         resources=[dcq.DescribeConfigsResource(resource_type=4, resource_name=broker_id, configuration_keys=None)],
-        include_synonyms=True, include_documentation=True)
+        include_synonyms=True, include_documentation=documentation)
     (result,) = call_once(port, 32, 4, req).results
     assert result.error_code == 0, result
+    return list(result.configs)
+
+
+def describe(port: int, broker_id: str = "1") -> list[dict[str, Any]]:
+    """The broker's own description of its keys, one entry per key, sorted by name."""
     keys = []
-    for c in result.configs:
+    for c in describe_configs(port, broker_id, documentation=True):
         defaults = [s.value for s in c.synonyms if s.source == DEFAULT_CONFIG and s.name == c.name]
         keys.append({"name": c.name, "type": TYPE_NAMES.get(c.config_type, "unknown"),
                      "default": defaults[0] if defaults else None, "read_only": c.read_only,

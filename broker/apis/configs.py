@@ -9,8 +9,11 @@ v0-1) for topics (resource type 2) and brokers (4).
   type (v3+) and documentation (v3+ include_documentation) as Kafka's ConfigHelper does
   (broker/config_synonyms.py): DYNAMIC_TOPIC_CONFIG (1) for overrides, then the broker keys that
   give the default, from dynamic (2, 3), server.properties (4) or built-in (5) values. Broker
-  resources answer the broker's settings; dynamic broker overrides are stored and described
-  (DYNAMIC_BROKER_CONFIG, 2, not read-only) -- a single node does not apply them (not even after
+  resources answer every key Kafka 3.9 defines (broker/kafka_broker_configs, with Kafka's
+  defaults and read-only flags) and Odradek's own; dynamic broker overrides are checked as
+  Kafka's DynamicBrokerConfig.validateConfigs (a read-only key, a listener store key without its
+  prefix, a per-broker key at the cluster default: INVALID_REQUEST with Kafka's message), stored
+  and described (DYNAMIC_BROKER_CONFIG, 2) -- a single node does not apply them (not even after
   a restart); ZooKeeper mode: below. A topic name is validated first (INVALID_TOPIC_EXCEPTION),
   as Kafka's Topic.validate.
 * IncrementalAlterConfigs first checks each resource's shape as Kafka's ConfigAdminManager.preprocess

@@ -6,8 +6,9 @@ validation, `--override`, CLI flags, the configuration reference in docs/) is de
 `DEFINITIONS` table below rather than listed again (uvicorn's single Config object).
 
 Unknown keys are warned about (a typo must not pass silently) and invalid values are refused with
-a message naming the key. Keys Kafka has but Odradek does not act on are accepted quietly when
-listed in `ACCEPTED_UNUSED` (thread-pool sizes and the like have no meaning on asyncio).
+a message naming the key. Keys Kafka 3.9 has but Odradek does not act on (broker/
+kafka_broker_configs, thread-pool sizes and the like that have no meaning on asyncio, SASL's
+Kerberos settings, ...) are accepted quietly, and described as Kafka describes them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, SELECTORS
 
 LONG_MAX = 9223372036854775807
@@ -180,24 +182,6 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
 )
 CONFIGS: dict[str, ConfigDef] = {d.key: d for d in DEFINITIONS}
 
-ACCEPTED_UNUSED = frozenset(
-    {
-        "num.network.threads",
-        "num.io.threads",
-        "num.recovery.threads.per.data.dir",
-        "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes",
-        "queued.max.requests",
-        "ssl.keymanager.algorithm",
-        "ssl.trustmanager.algorithm",
-        "ssl.secure.random.implementation",
-        "ssl.engine.factory.class",
-        "ssl.provider",
-        "ssl.allow.dn.changes",
-        "ssl.allow.san.changes",
-    }
-)
-
 _INT_RANGES = {
     "int": (-(2**31), 2**31 - 1),
     "short": (-(2**15), 2**15 - 1),
@@ -330,8 +314,10 @@ def check_served_protocols(key: str, listeners: list[Listener], protocols: Mappi
 
 def config_def(key: str) -> ConfigDef | None:
     """The definition of `key`, a listener-prefixed SSL key (`listener.name.<l>.ssl.*`) included
-    (its base key's, under the prefixed name); None if unknown."""
-    d = CONFIGS.get(key)
+    (its base key's, under the prefixed name); a key only Kafka defines (broker/
+    kafka_broker_configs: accepted, no effect) has Kafka's type and default, no validator
+    beyond its type; None if unknown."""
+    d = CONFIGS.get(key) or _kafka_def(key)
     if d is None and key.startswith(LISTENER_PREFIX):
         base = key[len(LISTENER_PREFIX):].partition(".")[2]
         if base.startswith("ssl.") and base in CONFIGS:
@@ -341,6 +327,17 @@ def config_def(key: str) -> ConfigDef | None:
         elif base.endswith(".sasl.jaas.config"):  # listener.name.<l>.<mechanism>.sasl.jaas.config
             d = dataclasses.replace(CONFIGS["sasl.jaas.config"], key=key)
     return d
+
+
+def _kafka_def(key: str) -> ConfigDef | None:
+    k = KAFKA_BROKER_CONFIGS.get(key)
+    if k is None:
+        return None
+    return ConfigDef(key, k.type if k.type in _KNOWN_TYPES else "string", k.default,
+                     k.doc or f"Kafka's {key}.")
+
+
+_KNOWN_TYPES = ("int", "long", "short", "bool", "string", "list", "double", "password", "class")
 
 
 def listener_config(originals: Mapping[str, Any], listener: str, key: str) -> tuple[str, Any]:
@@ -372,7 +369,7 @@ class KafkaConfig:
                 continue
             d = CONFIGS.get(key)
             if d is None:
-                if key not in ACCEPTED_UNUSED and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.", LISTENER_PREFIX)):
+                if key not in KAFKA_BROKER_CONFIGS and not key.startswith(("ssl.", "sasl.", "metric.", "confluent.", LISTENER_PREFIX)):
                     self.unknown.append(key)
                 continue
             values[key] = parse_value(d, raw)

@@ -39,6 +39,9 @@ class RequestContext:
     received: float = 0.0
     started: float = 0.0
     suspended: float = 0.0
+    # the longest throttle this request earned (quotas): the connection is muted from now, and
+    # the throttle time runs from when the response is sent (KIP-219, KafkaConnection._answer)
+    throttle_ms: int = 0
 
     @property
     def quota_entity(self) -> tuple[str, str]:
@@ -55,19 +58,24 @@ class RequestContext:
         """The throttle time a request's controller mutations earned; the connection is muted for
         it (sendResponseMaybeThrottleWithControllerQuota)."""
         throttle_ms = quota.throttle_time_ms if quota is not None else 0
-        if throttle_ms > 0:
-            self.connection.throttle(throttle_ms)
+        self._throttle(throttle_ms)
         return throttle_ms
+
+    def _throttle(self, throttle_ms: int) -> None:
+        if throttle_ms <= 0:
+            return
+        if self.throttle_ms == 0:
+            self.connection.throttle()
+        self.throttle_ms = max(self.throttle_ms, throttle_ms)
 
     def record_quota(self, manager: ClientQuotaManager, value: float) -> int:
         """Record `value` (bytes, ...) against this client's quota of `manager`'s type; when over
-        it, mute the connection for the throttle time (KIP-219), which is returned for the
-        response's throttle_time_ms. Free when no quota is set at all."""
+        it, mute the connection for the throttle time (KIP-219: from when the response is sent),
+        which is returned for the response's throttle_time_ms. Free when no quota is set at all."""
         if not manager.quotas:
             return 0
         throttle_ms = manager.record_and_get_throttle_time_ms(*self.quota_entity, value)
-        if throttle_ms > 0:
-            self.connection.throttle(throttle_ms)
+        self._throttle(throttle_ms)
         return throttle_ms
 
     @property

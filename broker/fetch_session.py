@@ -53,6 +53,13 @@ class CachedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
 
+    def would_respond(self, has_records: bool, high_watermark: int, log_start_offset: int, error: int,
+                      news: bool = False) -> bool:
+        """must_respond's answer without updating anything (Kafka's maybeUpdateResponseData with
+        updateResponseData = false, for getResponseSize)."""
+        return (has_records or news or bool(error) or self.high_watermark != high_watermark
+                or self.log_start_offset != log_start_offset)
+
     def must_respond(self, has_records: bool, high_watermark: int, log_start_offset: int, error: int,
                      news: bool = False) -> bool:
         """Kafka's maybeUpdateResponseData, always updating. `news`: the result carries a
@@ -94,6 +101,20 @@ class FetchContext:
         self.privileged = privileged
         self.now_ms = now_ms
         self.response_session_id = session.id if session is not None else INVALID_SESSION_ID
+
+    def peek(self, results: dict[Key, Any]) -> list[Key]:
+        """The partitions `select` would put in the response, changing nothing (no session
+        created, an incremental session's cached state left as it was): Kafka's
+        getResponseSize, which the fetch quota records before deciding to throttle."""
+        if self.kind == "error":
+            return []
+        if self.kind != "incremental":
+            return list(results)
+        assert self.session is not None
+        parts = self.session.partitions
+        return [key for key, r in results.items() if (cp := parts.get(key)) is not None and cp.would_respond(
+            r.records_size > 0, r.high_watermark, r.log_start_offset, r.error,
+            r.preferred_read_replica >= 0 or r.diverging_epoch is not None)]
 
     def select(self, results: dict[Key, Any]) -> list[Key]:
         """Which partitions go in the response, in order. `results[key]` has `records_size`,

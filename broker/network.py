@@ -56,6 +56,7 @@ from broker.apis.registry import REGISTRY
 from broker.context import RequestContext
 from broker.log_limiter import RateLimitedLog
 from broker.memory_pool import MemoryPool
+from broker.metrics.request_metrics import FETCH_KEY
 from broker.purgatory import InlineFuture
 from broker.quota import request_time
 from broker.tls.principal import ANONYMOUS
@@ -93,12 +94,43 @@ STREAM_CHUNK = 256 * 1024
 _pools: weakref.WeakKeyDictionary[Any, MemoryPool] = weakref.WeakKeyDictionary()
 
 
+class ThrottleStart:
+    """Ends a throttled response's chunks in `outgoing`: the throttle time starts when `_pump`
+    reaches it, i.e. once the response was handed to the transport (KIP-219's throttle after
+    send)."""
+
+    __slots__ = ("throttle_ms",)
+
+    def __init__(self, throttle_ms: int) -> None:
+        self.throttle_ms = throttle_ms
+
+
 def request_memory_pool(server: BrokerServer) -> MemoryPool:
     """The broker-wide pool of `queued.max.request.bytes` (one per server object)."""
     pool = _pools.get(server)
     if pool is None:
         pool = _pools[server] = MemoryPool(server.config["queued.max.request.bytes"])
     return pool
+
+
+class _Mark:
+    """A place in a connection's outgoing queue, reached once everything before it was handed to
+    the transport: the start or the end of a response's bytes (ResponseTiming.dequeued / .sent).
+    Only queued while metrics are on; never written."""
+
+    __slots__ = ("reached",)
+
+    def __init__(self, reached: Any) -> None:
+        self.reached = reached
+
+
+def _fetch_from_follower(request: Any) -> bool:
+    """A Fetch from a follower has a replica id >= 0 (in replica_state from v15)."""
+    replica_id = getattr(request, "replica_id", -1)
+    if replica_id < 0:
+        state = getattr(request, "replica_state", None)
+        replica_id = state.replica_id if state is not None else -1
+    return replica_id >= 0
 
 
 class _Driven:
@@ -211,7 +243,8 @@ class KafkaConnection(asyncio.Protocol):
         # the next, whose batches to a partition they share would land first
         self.append_order = asyncio.Lock()
         # chunks of finished responses not yet handed to the transport, in request order:
-        # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes
+        # bytes-like, or FileRecords sent by sendfile; `unsent` counts their bytes. With metrics
+        # on, each response is between two _Marks (RequestMetrics' response queue and send times)
         self.outgoing: collections.deque[Any] = collections.deque()
         self.unsent = 0
         self.region_sent = 0  # bytes of outgoing[0] already sent when it is a FileRecords
@@ -234,6 +267,7 @@ class KafkaConnection(asyncio.Protocol):
         self.throttle_timer: asyncio.TimerHandle | None = None
         # SASL listeners: authenticates the client before any other request is served (broker.sasl)
         self.sasl: SaslAuthenticator | None = None
+        self.throttles_unsent = 0  # throttled responses not sent yet: muted meanwhile
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -521,11 +555,24 @@ class KafkaConnection(asyncio.Protocol):
             response = await handle(ctx, request)
         h = ctx.header
         if ctx.started:
-            self.server.request_metrics.record(h.request_api_key, ctx.received, ctx.started, ctx.suspended)
+            key = h.request_api_key
+            timing = self.server.request_metrics.finished(
+                key, ctx.received, ctx.started, ctx.suspended,
+                _fetch_from_follower(request) if key == FETCH_KEY else None)
+            if response is None:
+                timing.sent()  # Kafka's NoOpResponse: nothing queued, nothing sent
+                return None
+            chunks = encode_response_frame(h.correlation_id, key, h.request_api_version, response)
+            self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+            return [_Mark(timing.dequeued), *chunks, _Mark(timing.sent)]
         if response is None:
+            if ctx.throttle_ms:  # acks=0 produce: nothing to send, the throttle starts now
+                self._start_throttle(ctx.throttle_ms)
             return None
         chunks = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
         self.unsent += _SIZE.unpack(chunks[0])[0] + 4
+        if ctx.throttle_ms:
+            chunks = [*chunks, ThrottleStart(ctx.throttle_ms)]
         return chunks
 
     async def _process(self, ctx: RequestContext, handle: Any, request: Any) -> list[Any] | None:
@@ -594,7 +641,12 @@ class KafkaConnection(asyncio.Protocol):
         if transport is None:
             return
         while outgoing and not self.write_paused and not self.closed:
-            if type(outgoing[0]) is FileRecords:
+            head = outgoing[0]
+            if type(head) is _Mark:
+                outgoing.popleft()
+                head.reached()
+                continue
+            if type(head) is FileRecords:
                 if self.tls:
                     if self.region_read is None:
                         self._read_region_chunk(outgoing[0])
@@ -606,12 +658,18 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             batch: list[Any] = []
             n = 0
-            while outgoing and type(outgoing[0]) is not FileRecords:
+            throttle_ms = 0
+            while outgoing and (kind := type(outgoing[0])) is not FileRecords and kind is not _Mark:
                 c = outgoing.popleft()
+                if kind is ThrottleStart:  # the throttled response is handed to the transport
+                    throttle_ms = c.throttle_ms
+                    break
                 batch.append(c)
                 n += len(c)
             self.unsent -= n
             transport.writelines(batch)
+            if throttle_ms:
+                self._start_throttle(throttle_ms)
         if not outgoing:
             self._wake_sent_waiters()
 
@@ -696,17 +754,27 @@ class KafkaConnection(asyncio.Protocol):
                 return self.region_sent >= region.size
         return True
 
-    def throttle(self, throttle_ms: int) -> None:
-        """Mute the connection for `throttle_ms` (KIP-219, Kafka's RequestChannel throttling): the
-        throttled response goes out at once, but no further request is read or parsed until the
-        time has passed; a longer throttle extends a running one."""
-        if throttle_ms <= 0 or self.closed:
+    def throttle(self) -> None:
+        """A request being handled earned a throttle (quotas): the connection is muted at once,
+        and the throttle time starts when that request's response is sent (`_start_throttle`,
+        from the ThrottleStart its response ends with), as KIP-219's Processor starts
+        throttling a channel once its response send completes."""
+        self.throttles_unsent += 1
+        self._update_reading(parse_now=False)
+
+    def _start_throttle(self, throttle_ms: int) -> None:
+        """Mute the connection for `throttle_ms` from now (KIP-219, Kafka's RequestChannel
+        throttling): no further request is read or parsed until the time has passed; a longer
+        throttle extends a running one."""
+        self.throttles_unsent -= 1
+        if self.closed:
             return
         loop = asyncio.get_running_loop()
         until = loop.time() + throttle_ms / 1000
         timer = self.throttle_timer
         if timer is not None:
             if timer.when() >= until:
+                self._update_reading(parse_now=False)
                 return
             timer.cancel()
         self.throttle_timer = loop.call_at(until, self._unthrottle)
@@ -721,6 +789,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         should_pause = (
             self.throttle_timer is not None
+            or self.throttles_unsent
             or self.draining
             or self.write_paused
             or self.memory_wait

@@ -60,6 +60,7 @@ from broker.replica_manager import ReplicaManager
 from broker.sasl.listeners import SaslListeners
 from broker.sasl.scram import CredentialCache
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
+from broker.tls.handshake import TlsHandshake
 from broker.tls.listeners import TlsListeners
 from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
@@ -395,11 +396,14 @@ class BrokerServer:
                 raise StartupError(str(e)) from e
         for listener in self.config.listeners:
             try:
+                context = self.tls.server_context(listener.name)
                 server = await loop.create_server(
-                    lambda listener=listener: KafkaConnection(self, listener),
+                    # an SSL listener runs the handshake itself, to log a failed one (broker/tls/handshake)
+                    (lambda listener=listener: KafkaConnection(self, listener)) if context is None else
+                    (lambda listener=listener, context=context: TlsHandshake(
+                        KafkaConnection(self, listener), context, listener.name, self.tasks)),
                     host=listener.host or None,
                     port=listener.port,
-                    ssl=self.tls.server_context(listener.name),
                     reuse_address=True,
                     backlog=512,
                     start_serving=False,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -48,6 +49,8 @@ from clients.cluster_procs import (
 from clients.cluster_procs import stop as stop_process
 from clients.common import admin_client, broker_error, parse_pairs
 from clients.reachability import unanswered
+from clients.watch import watch as run_watch
+from clients.watch import watch_options
 from clients.zookeeper_server import READY_MARKER, serves, write_config, zookeeper_command
 
 
@@ -181,19 +184,44 @@ def _found(directory: Path, timeout_s: float) -> ClusterProcs:
 @cluster.command()
 @dir_option
 @click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True)
-def status(directory: Path, timeout_s: float) -> None:
+@watch_options
+def status(directory: Path, timeout_s: float, watch: bool, interval_s: float) -> None:
     """Processes, brokers, controller, offline and under-replicated partitions, offline log dirs.
 
     Brokers are found by their configs in the directory, their registration in the cluster's
     ZooKeeper and the process holding each log dir's lock: a broker restarted by hand counts.
+    With --watch the view is refreshed until Ctrl-C.
 
     \b
-    Example:
+    Examples:
       odradek cluster status --dir odradek-cluster
+      odradek cluster status --watch --interval 5
     """
+    if not watch:
+        for line in _status_lines(directory, timeout_s):
+            click.echo(line)
+        return
+    from rich.text import Text
+
+    _found(directory, min(timeout_s, 5.0))  # no cluster there: one error line, not a watch of errors
+
+    def snapshot() -> Text:
+        lines: list[str] = []
+        try:
+            lines.extend(_status_lines(directory, timeout_s))
+        except click.ClickException as e:  # what was learnt before it stays on the screen
+            lines.append(f"Error: {e.format_message()}")
+        return Text("\n".join(lines))
+
+    run_watch(snapshot, interval_s)
+
+
+def _status_lines(directory: Path, timeout_s: float) -> Iterator[str]:
+    """`cluster status`'s report, line by line as it is learnt (what the processes say comes
+    before what the brokers answer, which may fail)."""
     found = _found(directory, min(timeout_s, 5.0))
     zk_state = f"running (pid {found.zk_pid})" if found.zk_pid is not None else "NOT RUNNING"
-    click.echo(f"ZooKeeper {found.zk_connect}: {zk_state}")
+    yield f"ZooKeeper {found.zk_connect}: {zk_state}"
     running = [b for b in found.brokers.values() if b.pid is not None and b.port is not None]
     # a broker that does not answer is down now, whatever ZooKeeper still says (issue #21)
     silent = unanswered((("127.0.0.1", b.port) for b in running), timeout_s)
@@ -213,7 +241,7 @@ def status(directory: Path, timeout_s: float) -> None:
             what += ", not registered"
         if b.config is None:
             what += f", started outside {directory}"
-        click.echo(f"broker {b.id} {where}: {what}")
+        yield f"broker {b.id} {where}: {what}"
     live = [b for b in running if ("127.0.0.1", b.port) not in silent]
     if not live:
         return
@@ -223,7 +251,7 @@ def status(directory: Path, timeout_s: float) -> None:
         info = admin.describe_cluster()
         log_dirs = admin.describe_log_dirs(brokers=[b.id for b in live])  # the silent ones cannot answer
     registered = sorted(b["broker_id"] for b in info["brokers"])
-    click.echo(f"cluster {info['cluster_id']}: brokers {registered}; controller: {info['controller_id']}")
+    yield f"cluster {info['cluster_id']}: brokers {registered}; controller: {info['controller_id']}"
     offline, under = [], []
     for t in described:
         for p in t["partitions"]:
@@ -233,16 +261,16 @@ def status(directory: Path, timeout_s: float) -> None:
             elif len(p["isr_nodes"]) < len(p["replica_nodes"]):
                 under.append(tp)
     total = sum(len(t["partitions"]) for t in described)
-    click.echo(f"partitions: {total}; offline: {len(offline)}; under-replicated: {len(under)}")
+    yield f"partitions: {total}; offline: {len(offline)}; under-replicated: {len(under)}"
     for tp in offline:
-        click.echo(f"  offline: {tp}")
+        yield f"  offline: {tp}"
     for tp in under:
-        click.echo(f"  under-replicated: {tp}")
+        yield f"  under-replicated: {tp}"
     dirs = [(b["broker"], d) for b in sorted(log_dirs, key=lambda b: b["broker"]) for d in b["log_dirs"]]
     failed = [(broker, d) for broker, d in dirs if d["error_code"] != 0]
-    click.echo(f"log dirs: {len(dirs)}; offline: {len(failed)}")
+    yield f"log dirs: {len(dirs)}; offline: {len(failed)}"
     for broker, d in failed:
-        click.echo(f"  offline log dir: broker {broker} {d['log_dir']} ({broker_error(d['error_code']).split(':')[0]})")
+        yield f"  offline log dir: broker {broker} {d['log_dir']} ({broker_error(d['error_code']).split(':')[0]})"
 
 
 @cluster.command()

@@ -23,6 +23,8 @@ from clients.common import (
     split_names,
     table,
 )
+from clients.watch import watch as run_watch
+from clients.watch import watch_options
 
 INACTIVE = {"Empty", "Dead"}
 
@@ -136,8 +138,9 @@ def _chosen_groups(admin: Any, names: tuple[str, ...], all_groups: bool) -> list
 @click.option("--state", "view", flag_value="state", help="The group's state and coordinator.")
 @click.option("--offsets", "view", flag_value="offsets", default=True,
               help="Per-partition offsets and lag (the default).")
+@watch_options
 def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool,
-             view: str) -> None:
+             view: str, watch: bool, interval_s: float) -> None:
     """Show a group's partitions with current offset, log end offset and lag.
 
     \b
@@ -146,48 +149,63 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_group
       odradek groups describe my-app --members
       odradek groups describe my-app --state
       odradek groups describe --all-groups
+      odradek groups describe my-app --watch --interval 5
     """
-    from kafka import TopicPartition
+    from rich.console import Group
 
-    out = console()
-    with admin_client(bootstrap, timeout_s) as admin:
-        for group in _chosen_groups(admin, names, all_groups):
-            info = _describe(admin, group)
-            if view == "state":
-                coordinator = admin._manager.run(admin._find_coordinator_id, group)
-                broker = admin._manager.cluster.broker_metadata(coordinator)
-                where = f"{broker.host}:{broker.port} ({coordinator})" if broker else str(coordinator)
-                t = table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
-                t.add_row(group, where, info.get("protocol_data") or "", info["group_state"],
-                          str(len(info["members"])))
-                out.print(t)
-                continue
-            if not info["members"] and info["group_state"] in INACTIVE:
-                click.echo(f"Consumer group '{group}' has no active members.")
-            if view == "members":
-                t = table("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
-                          "#PARTITIONS")
-                owned = _assignments(info)
-                for m in info["members"]:
-                    n = sum(1 for owner in owned.values() if owner is m)
-                    t.add_row(group, m["member_id"], m.get("group_instance_id") or "-",
-                              m["client_host"], m["client_id"], str(n))
-                out.print(t)
-                continue
-            owned = _assignments(info)
-            committed = _committed(admin, group)
-            keys = sorted(set(committed) | set(owned))
-            ends = _offsets(admin, (TopicPartition(t, p) for t, p in keys), "latest")
-            t = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                      "CONSUMER-ID", "HOST", "CLIENT-ID")
-            for key in keys:
-                cur, end, m = committed.get(key), ends.get(key), owned.get(key)
-                lag = "-" if cur is None or end is None else str(max(end - cur, 0))
-                t.add_row(group, key[0], str(key[1]), "-" if cur is None else str(cur),
-                          "-" if end is None else str(end), lag,
-                          m["member_id"] if m else "-", m["client_host"] if m else "-",
-                          m["client_id"] if m else "-")
-            out.print(t)
+    if bool(split_names(names)) == all_groups:  # before the first snapshot: a usage error, not a frame
+        raise click.UsageError("give group names or --all-groups")
+
+    def snapshot() -> Group:
+        with admin_client(bootstrap, timeout_s) as admin:
+            return Group(*(part for group in _chosen_groups(admin, names, all_groups)
+                           for part in _describe_view(admin, group, view)))
+
+    if watch:
+        run_watch(snapshot, interval_s)
+    else:
+        console().print(snapshot())
+
+
+def _describe_view(admin: Any, group: str, view: str) -> list[Any]:
+    """What `groups describe` shows of one group in `view` (state, members or offsets): rich
+    renderables, printed once or redrawn by --watch."""
+    from kafka import TopicPartition
+    from rich.text import Text
+
+    info = _describe(admin, group)
+    if view == "state":
+        coordinator = admin._manager.run(admin._find_coordinator_id, group)
+        broker = admin._manager.cluster.broker_metadata(coordinator)
+        where = f"{broker.host}:{broker.port} ({coordinator})" if broker else str(coordinator)
+        t = table("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+        t.add_row(group, where, info.get("protocol_data") or "", info["group_state"],
+                  str(len(info["members"])))
+        return [t]
+    parts: list[Any] = []
+    if not info["members"] and info["group_state"] in INACTIVE:
+        parts.append(Text(f"Consumer group '{group}' has no active members."))
+    owned = _assignments(info)
+    if view == "members":
+        t = table("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+        for m in info["members"]:
+            n = sum(1 for owner in owned.values() if owner is m)
+            t.add_row(group, m["member_id"], m.get("group_instance_id") or "-",
+                      m["client_host"], m["client_id"], str(n))
+        return [*parts, t]
+    committed = _committed(admin, group)
+    keys = sorted(set(committed) | set(owned))
+    ends = _offsets(admin, (TopicPartition(t, p) for t, p in keys), "latest")
+    t = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID")
+    for key in keys:
+        cur, end, m = committed.get(key), ends.get(key), owned.get(key)
+        lag = "-" if cur is None or end is None else str(max(end - cur, 0))
+        t.add_row(group, key[0], str(key[1]), "-" if cur is None else str(cur),
+                  "-" if end is None else str(end), lag,
+                  m["member_id"] if m else "-", m["client_host"] if m else "-",
+                  m["client_id"] if m else "-")
+    return [*parts, t]
 
 
 @groups.command()

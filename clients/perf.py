@@ -5,8 +5,9 @@ EndToEndLatency, printing the same final lines so that scripts written for those
 The measuring itself lives in clients/perf_run.py (reused by the benchmark harness) and the
 arithmetic in clients/perf_stats.py; this module is options, progress and output.
 
-A live progress bar goes to standard error when it is a terminal; standard output carries only
-the results. A failed run exits 1 with one `Error: ...` line (no traceback); a run that could not
+Progress goes to standard error (clients/progress.py: a bar on a terminal, else a line every
+--progress-interval seconds); standard output carries only the results. A failed run exits 1
+with one `Error: ...` line (no traceback); a run that could not
 complete its work (failed sends, records never consumed) prints its figures and then exits 1.
 """
 
@@ -21,6 +22,7 @@ import click
 
 from clients.common import bootstrap_option, parse_pairs
 from clients.perf_stats import CONSUME_HEADER, E2EResult, histogram, render_histogram
+from clients.progress import progress, progress_interval_option
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -52,27 +54,6 @@ def perf_errors() -> Iterator[None]:
         raise click.ClickException(err.str() if hasattr(err, "str") else str(err)) from None
 
 
-@contextmanager
-def progress_bar(total: int, what: str) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (only when it is a terminal); yields `update(done)`."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TaskProgressColumn(), TimeElapsedColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
-        task = bar.add_task(what, total=total)
-        yield lambda done: bar.update(task, completed=done)
-
-
 def props_option(name: str, short: str, what: str) -> Callable[[Any], Any]:
     return click.option(name, short, "props", multiple=True, metavar="KEY=VALUE",
                         help=f"Any librdkafka {what} property (repeatable).")
@@ -90,8 +71,10 @@ def props_option(name: str, short: str, what: str) -> Callable[[Any], Any]:
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--compression", "-z", type=click.Choice(CODECS), default="none", show_default=True)
 @props_option("--producer-prop", "-X", "producer")
+@progress_interval_option
 def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, record_size: int,
-                throughput: float, acks: str, compression: str, props: tuple[str, ...]) -> None:
+                throughput: float, acks: str, compression: str, props: tuple[str, ...],
+                progress_interval_s: float) -> None:
     """Send records to TOPIC as fast as possible (or at --throughput) and print
     kafka-producer-perf-test's summary line: records/s, MB/s, average and maximum latency and
     the 50th/95th/99th/99.9th percentiles (send to acknowledgement, ms).
@@ -111,7 +94,8 @@ def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, 
     from clients.perf_run import run_produce
 
     extra = parse_pairs(props)
-    with perf_errors(), progress_bar(num_records, f"producing to {topic}") as update:
+    with perf_errors(), progress(num_records, f"producing to {topic}", progress_interval_s,
+                                 "records") as update:
         result = run_produce(bootstrap, topic, num_records, record_size, throughput, acks,
                              compression, extra, timeout_s, update)
     click.echo(result.summary_line())
@@ -131,8 +115,10 @@ def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, 
               help="Start at the end of the log (new records only) instead of the beginning.")
 @click.option("--hide-header", is_flag=True, help="Print the figures without the header line.")
 @props_option("--consumer-prop", "-X", "consumer")
+@progress_interval_option
 def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, group: str | None,
-                from_latest: bool, hide_header: bool, props: tuple[str, ...]) -> None:
+                from_latest: bool, hide_header: bool, props: tuple[str, ...],
+                progress_interval_s: float) -> None:
     """Consume records from TOPIC and print kafka-consumer-perf-test's figures: start and end
     time, MB consumed, MB/s, records, records/s, start-up time (rebalance.time.ms: group join,
     metadata, offsets) and the rates from the first record on (fetch.*). Stops with exit code 1
@@ -147,7 +133,7 @@ def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, gro
     from clients.perf_run import run_consume
 
     extra = parse_pairs(props)
-    with perf_errors(), progress_bar(messages, f"consuming {topic}") as update:
+    with perf_errors(), progress(messages, f"consuming {topic}", progress_interval_s, "records") as update:
         result = run_consume(bootstrap, topic, messages, group, from_latest, extra, timeout_s,
                              update)
     if not hide_header:
@@ -174,9 +160,11 @@ def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, gro
               help="Any librdkafka consumer property (repeatable).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a latency plot (PNG) to this file.")
+@progress_interval_option
 def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration: float,
             record_size: int, acks: str, producer_props: tuple[str, ...],
-            consumer_props: tuple[str, ...], plot: Path | None) -> None:
+            consumer_props: tuple[str, ...], plot: Path | None,
+            progress_interval_s: float) -> None:
     """End-to-end latency: send records to TOPIC at a fixed --rate for --duration seconds while
     a consumer reads them back; print a latency histogram and a summary line (avg, max and
     percentiles of send-to-receive time in ms). Records not back within --timeout seconds of
@@ -193,7 +181,7 @@ def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration:
         require_matplotlib()
     num = max(1, round(rate * duration))
     pprops, cprops = parse_pairs(producer_props), parse_pairs(consumer_props)
-    with perf_errors(), progress_bar(num, f"round trips via {topic}") as update:
+    with perf_errors(), progress(num, f"round trips via {topic}", progress_interval_s, "records") as update:
         result = run_e2e(bootstrap, topic, rate, num, record_size, acks, pprops, cprops,
                          timeout_s, update, notice=lambda text: click.echo(text, err=True))
     click.echo(f"latency histogram (ms, {len(result.samples)} samples):")

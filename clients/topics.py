@@ -7,14 +7,18 @@ partition with Leader, Replicas and Isr), so scripts and habits written for Kafk
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from typing import Any
 
 import click
 
 from clients.common import admin_client, bootstrap_option, broker_error, parse_pairs, split_names
+from clients.progress import Update, progress, progress_interval_option
+from clients.reassign import reassign
 
 NO_LEADER = -1
+LEADER_POLL_S = 0.2
 
 
 def _fail_on_errors(results: list[dict[str, Any]], ignore: set[int] = frozenset()) -> None:
@@ -166,10 +170,13 @@ def _warn_stale_leaders(described: list[dict[str, Any]], unreachable: dict[int, 
               help="Topic config override (repeatable or comma-separated).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed quietly when the topic exists.")
 @click.option("--validate-only", is_flag=True, help="Ask the broker to check, not create.")
+@progress_interval_option
 def create(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
            replication_factor: int | None, config: tuple[str, ...], if_not_exists: bool,
-           validate_only: bool) -> None:
-    """Create topic NAME.
+           validate_only: bool, progress_interval_s: float) -> None:
+    """Create topic NAME and wait (up to --timeout) until every partition has a leader, so the
+    topic can be written as soon as the command returns (CreateTopics answers once the topic is
+    recorded; the leaders are elected after). Progress goes to standard error.
 
     \b
     Examples:
@@ -180,12 +187,41 @@ def create(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
                    "replication_factor": replication_factor or -1,
                    "configs": parse_pairs(config)}}
     with admin_client(bootstrap, timeout_s) as admin:
-        result = admin.create_topics(spec, validate_only=validate_only, raise_errors=False)
-    ignore = {36} if if_not_exists else set()  # TOPIC_ALREADY_EXISTS
-    _fail_on_errors(result["topics"], ignore)
-    if result["topics"][0]["error_code"] == 0:
-        verb = "Topic creation would succeed for" if validate_only else "Created topic"
-        click.echo(f"{verb} {name}.")
+        if validate_only:
+            result = admin.create_topics(spec, validate_only=True, raise_errors=False)
+            _fail_on_errors(result["topics"])
+            click.echo(f"Topic creation would succeed for {name}.")
+            return
+        # the progress covers the request too: a single node answers once every log exists
+        with progress(partitions or 0, f"leaders of {name}", progress_interval_s, "partitions") as update:
+            result = admin.create_topics(spec, raise_errors=False)
+            _fail_on_errors(result["topics"], {36} if if_not_exists else set())  # TOPIC_ALREADY_EXISTS
+            if result["topics"][0]["error_code"] != 0:
+                return
+            total, led = _wait_for_leaders(admin, name, partitions or 0, timeout_s, update)
+    click.echo(f"Created topic {name}.")
+    if led < total:
+        from clients.reachability import warn
+
+        warn(f"{led} of {total} partitions of {name} have a leader after {timeout_s:g} s; the others "
+             "are being elected")
+
+
+def _wait_for_leaders(admin: Any, name: str, total: int, timeout_s: float, update: Update) -> tuple[int, int]:
+    """Poll the metadata until all `total` partitions of `name` have a leader (or --timeout
+    passes); (partitions, how many have a leader). `total` 0: the broker's num.partitions,
+    learnt from the metadata."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = admin.describe_topics([name])
+        parts = [p for t in described if t["name"] == name and t["error_code"] in (0, 5)  # 5: LEADER_NOT_AVAILABLE
+                 for p in t["partitions"]]
+        total = max(total, len(parts))
+        led = sum(1 for p in parts if p["leader_id"] != NO_LEADER)
+        update(led, total)
+        if (total and led >= total) or time.monotonic() > deadline:
+            return total, led
+        time.sleep(LEADER_POLL_S)
 
 
 @topics.command()
@@ -241,3 +277,6 @@ def alter(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
         if sets or deletes:
             alter_resource_configs(admin, "topic", name, sets, deletes)
             click.echo(f"Updated configs of topic {name}.")
+
+
+topics.add_command(reassign)

@@ -9,8 +9,11 @@ v0-1) for topics (resource type 2) and brokers (4).
   type (v3+) and documentation (v3+ include_documentation) as Kafka's ConfigHelper does
   (broker/config_synonyms.py): DYNAMIC_TOPIC_CONFIG (1) for overrides, then the broker keys that
   give the default, from dynamic (2, 3), server.properties (4) or built-in (5) values. Broker
-  resources answer the broker's settings; dynamic broker overrides are stored and described
-  (DYNAMIC_BROKER_CONFIG, 2, not read-only) -- a single node does not apply them (not even after
+  resources answer every key Kafka 3.9 defines (broker/kafka_broker_configs, with Kafka's
+  defaults and read-only flags) and Odradek's own; dynamic broker overrides are checked as
+  Kafka's DynamicBrokerConfig.validateConfigs (a read-only key, a listener store key without its
+  prefix, a per-broker key at the cluster default: INVALID_REQUEST with Kafka's message), stored
+  and described (DYNAMIC_BROKER_CONFIG, 2) -- a single node does not apply them (not even after
   a restart); ZooKeeper mode: below. A topic name is validated first (INVALID_TOPIC_EXCEPTION),
   as Kafka's Topic.validate.
 * IncrementalAlterConfigs first checks each resource's shape as Kafka's ConfigAdminManager.preprocess
@@ -34,7 +37,9 @@ v0-1) for topics (resource type 2) and brokers (4).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from broker.apis.registry import api
@@ -59,6 +64,8 @@ from broker.config_synonyms import (
 )
 from broker.context import RequestContext
 from broker.dynamic_config import DEFAULT_ENTITY
+from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS, validate_dynamic
+from broker.kafka_broker_configs import read_only as kafka_read_only
 from broker.security.acl import AclOperation, ResourceType
 from controller.image import validate_topic_name
 from protocol.errors import ErrorCode, KafkaProtocolError
@@ -87,7 +94,22 @@ def _text(value: Any) -> str | None:
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return ",".join(value)
+    if isinstance(value, float):
+        return _java_double(value)
     return str(value)
+
+
+def _java_double(value: float) -> str:
+    """Java's Double.toString: plain from 10^-3 up to 10^7 (always with a fraction digit),
+    else computerized scientific notation (`1.7976931348623157E308`)."""
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python writes these as Java does: 0.5, 10.0
+    if math.isinf(value) or math.isnan(value):
+        return "Infinity" if value > 0 else "-Infinity" if value < 0 else "NaN"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    shortest = "".join(map(str, digits))  # repr's shortest round-tripping digits
+    return (f"{'-' if sign else ''}{shortest[0]}.{shortest[1:] or '0'}"
+            f"E{len(shortest) - 1 + int(exponent)}")
 
 
 class _BrokerSources:
@@ -99,8 +121,9 @@ class _BrokerSources:
         cfg = ctx.server.config
         self.dynamic = dict(ctx.server.metadata_cache.broker_configs)
         self.dynamic_default = dict(ctx.server.metadata_cache.broker_default_configs)
-        self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS}
-        self.defaults = {d.key: _text(d.default) for d in DEFINITIONS if d.default is not None}
+        self.static = {k: _text(v) for k, v in cfg.originals.items() if k in CONFIGS or k in KAFKA_BROKER_CONFIGS}
+        self.defaults = {k: c.default for k, c in KAFKA_BROKER_CONFIGS.items() if c.default is not None}
+        self.defaults.update({d.key: _text(d.default) for d in DEFINITIONS if d.default is not None})
         topic_defaults = LogConfig().to_props()
         for topic_key, (primary, *_) in TOPIC_SYNONYMS.items():
             if primary not in CONFIGS:
@@ -109,7 +132,8 @@ class _BrokerSources:
 
 def _documentation(key: str, resource_type: int) -> str:
     if resource_type == BROKER:
-        return CONFIGS[key].doc
+        d = config_def(key)
+        return d.doc if d is not None else ""
     primary = TOPIC_SYNONYMS.get(key, ("",))[0]
     if primary in CONFIGS:
         return CONFIGS[primary].doc
@@ -198,20 +222,28 @@ async def describe(ctx: RequestContext, req: DescribeConfigsRequest) -> Describe
                     synonyms = [s for s in broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
                                                                sources.dynamic_default)
                                 if s.source == DYNAMIC_DEFAULT_BROKER_CONFIG]
-                    d = CONFIGS.get(key)
+                    d = config_def(key)
                     entries.append((key, value, synonyms, d.type if d is not None else None, False))
             elif res.resource_type == BROKER:
+                # Kafka's allConfigs: every key it defines, those Odradek adds, and the ones set
+                # in server.properties or dynamically (listener.name.<l>.ssl.*, ...)
                 _check_broker(ctx, res.resource_name)
-                for key, value in sorted(ctx.server.config.values.items()):
+                values: dict[str, Any] = {k: c.default for k, c in KAFKA_BROKER_CONFIGS.items()}
+                values.update({k: v for k, v in sources.static.items() if k not in CONFIGS})
+                values.update({k: _text(v) for k, v in ctx.server.config.values.items()})
+                for key in (*sources.dynamic_default, *sources.dynamic):
+                    values.setdefault(key, None)
+                for key, value in sorted(values.items()):
                     synonyms = broker_key_synonyms(key, sources.dynamic, sources.static, sources.defaults,
                                                    sources.dynamic_default)
                     dynamic = sources.dynamic.get(key, sources.dynamic_default.get(key))
                     if dynamic is not None:
                         value = dynamic
-                    entries.append((key, _text(value), synonyms, CONFIGS[key].type, dynamic is None))
-                for key, value in sorted(sources.dynamic.items()):  # listener.name.<l>.ssl.* of this broker
-                    if key not in CONFIGS and (d := config_def(key)) is not None:
-                        entries.append((key, value, [Synonym(key, value, DYNAMIC_BROKER_CONFIG)], d.type, False))
+                    if not synonyms and dynamic is not None:  # a key broker_key_synonyms does not know
+                        synonyms = [Synonym(key, value, DYNAMIC_BROKER_CONFIG if key in sources.dynamic
+                                            else DYNAMIC_DEFAULT_BROKER_CONFIG)]
+                    d = config_def(key)
+                    entries.append((key, value, synonyms, d.type if d is not None else None, _read_only(key)))
             else:
                 raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}")
             for key, value, synonyms, kind, read_only in entries:
@@ -242,12 +274,32 @@ def _apply_topic(ctx: RequestContext, name: str, configs: dict[str, str], valida
         ctx.server.controller.set_topic_configs(name, configs)
 
 
-# Kafka's DynamicBrokerConfig.PerBrokerConfigs among the SSL keys: a broker's own stores
-_PER_BROKER_SSL = ("ssl.keystore.", "ssl.key.password", "ssl.truststore.")
+# Kafka's DynamicConfig.Broker keys that are not KafkaConfig's (so not in its describe table)
+_DYNAMIC_ONLY = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 
 
-async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool) -> None:
+def _read_only(key: str) -> bool:
+    """DescribeConfigs' read_only, as Kafka's ConfigHelper: a key Kafka cannot change without a
+    restart. Odradek's own keys are not acted on dynamically either (only stored)."""
+    if key in KAFKA_BROKER_CONFIGS:
+        return kafka_read_only(key)
+    return key not in _DYNAMIC_ONLY and not key.startswith(LISTENER_PREFIX)
+
+
+def _resource(name: str) -> str:
+    return f"ConfigResource(type=BROKER, name='{name}')"
+
+
+async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str], validate_only: bool,
+                        changed: list[str] | None = None) -> None:
+    """`configs`: the resource's whole new set; `changed`: the keys the request sets (default:
+    all), which Kafka's rules for dynamic keys are checked on -- the others were checked when
+    they were stored (and a single node's cluster default shares the broker's own set)."""
     _check_broker(ctx, name)
+    invalid = validate_dynamic(list(configs) if changed is None else changed, per_broker=name != "")
+    if invalid:  # DynamicBrokerConfig.validateConfigs, answered as ZkAdminManager answers a ConfigException
+        raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {_resource(name)}: "
+                                 f"{invalid}")
     for key, value in configs.items():
         d = config_def(key)
         if d is None:
@@ -256,10 +308,6 @@ async def _apply_broker(ctx: RequestContext, name: str, configs: dict[str, str],
             parse_value(d, value)
         except ConfigError as e:
             raise KafkaProtocolError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        base = key[len(LISTENER_PREFIX):].partition(".")[2] if key.startswith(LISTENER_PREFIX) else key
-        if base.startswith(_PER_BROKER_SSL) and name == "":
-            raise KafkaProtocolError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster "
-                                     f"level, broker id must be specified: {key}")
         if d.type == "password" and key not in ctx.server.metadata_cache.broker_configs:
             # Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Odradek
             # does not have: they stay in server.properties
@@ -361,7 +409,8 @@ async def incremental_alter(ctx: RequestContext, req: IncrementalAlterConfigsReq
             if res.resource_type == TOPIC:
                 _apply_topic(ctx, res.resource_name, current, req.validate_only)
             else:
-                await _apply_broker(ctx, res.resource_name, current, req.validate_only)
+                await _apply_broker(ctx, res.resource_name, current, req.validate_only,
+                                    [c.name for c in res.configs if c.config_operation != DELETE])
         except KafkaProtocolError as e:
             out.error_code, out.error_message = e.code, e.message
         responses.append(out)

@@ -48,6 +48,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -62,6 +63,7 @@ from broker.replication_quota import UNLIMITED
 from broker.security.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaProtocolError
 from protocol.fetch_lean import NO_CURRENT_LEADER, NO_DIVERGING_EPOCH, NO_SNAPSHOT_ID
+from protocol.framing import encode_response_frame
 from protocol.messages import FetchRequest, FetchResponse
 from protocol.messages.fetch_response import (
     AbortedTransaction,
@@ -208,7 +210,26 @@ def read_partition(ctx: RequestContext, params: FetchParams, key: tuple[str, int
 def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]) -> FetchResponse:
     if fctx.error:
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
-    chosen = fctx.select(results)
+    return _response(fctx, results, fctx.select(results), _records)
+
+
+def response_size(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]) -> int:
+    """The bytes the response would take on the wire after its size prefix (header, partition
+    headers and records), computed without reading records or touching the fetch session:
+    Kafka's fetchContext.getResponseSize, which the consumer fetch quota records. Records are
+    counted by their size; their length prefix is counted as for an empty one (a byte or two
+    less per partition with records than the wire)."""
+    if fctx.error:
+        return 0
+    chosen = fctx.peek(results)
+    response = _response(fctx, results, chosen, lambda r: b"")
+    h = ctx.header
+    frame = encode_response_frame(h.correlation_id, h.request_api_key, h.request_api_version, response)
+    return sum(len(c) for c in frame) - 4 + sum(results[key].records_size for key in chosen)
+
+
+def _response(fctx: Any, results: dict[tuple[str, int], PartitionResult], chosen: list[tuple[str, int]],
+              records: Callable[[PartitionResult], Any]) -> FetchResponse:
     topics: list[FetchableTopicResponse] = []
     by_topic: dict[str, FetchableTopicResponse] = {}
     for key in chosen:
@@ -227,7 +248,7 @@ def build_response(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int]
                 log_start_offset=r.log_start_offset,
                 aborted_transactions=r.aborted,
                 preferred_read_replica=r.preferred_read_replica,
-                records=_records(r),
+                records=records(r),
                 diverging_epoch=(NO_DIVERGING_EPOCH if r.diverging_epoch is None else
                                  EpochEndOffset(epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])),
                 current_leader=NO_CURRENT_LEADER,
@@ -317,10 +338,10 @@ async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
 
 def _consumer_quota(ctx: RequestContext, fctx: Any, results: dict[tuple[str, int], PartitionResult]
                     ) -> FetchResponse | None:
-    """consumer_byte_rate (KafkaApis.handleFetchRequest): the response's record bytes recorded; over
+    """consumer_byte_rate (KafkaApis.handleFetchRequest): the whole response's size recorded; over
     the quota the bytes are taken back and the answer is empty -- no partitions, no new session,
     an incremental session kept as it was -- with the throttle time, the connection muted for it."""
-    size = sum(r.records_size for r in results.values())
+    size = response_size(ctx, fctx, results)
     manager = ctx.server.quotas.fetch
     throttle_ms = ctx.record_quota(manager, size)
     if throttle_ms <= 0:

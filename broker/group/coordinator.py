@@ -67,6 +67,7 @@ import structlog
 
 from broker.coordinator import CoordinatorRuntime, InternalTopic
 from broker.coordinator.loader import read_records
+from broker.coordinator.steps import run_to_the_end
 from broker.group import records as grec
 from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from broker.group.shard import GroupShard
@@ -82,6 +83,8 @@ if TYPE_CHECKING:
     from broker.server import BrokerServer
 
 log = structlog.get_logger("odradek.group")
+
+STEP = "group coordinator"
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -438,6 +441,28 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ) -> JoinResult:
+        """Kafka's handleJoinGroup. Its checks and state changes run to their end even when the
+        client goes away meanwhile (broker/coordinator/steps.py): a static member's rejoin
+        writes the group before it answers; only the wait for the rebalance's end is the
+        request's."""
+        joined = await run_to_the_end(self._join_group(
+            group_id, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols), STEP)
+        return joined if isinstance(joined, JoinResult) else await joined
+
+    async def _join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> JoinResult | asyncio.Future[JoinResult]:
         err = self.validate_group_status(group_id)
         if err is not None:
             return JoinResult(member_id, err)
@@ -502,7 +527,7 @@ class GroupCoordinator:
             self._current_member_join(group, group.get(member_id), protocols, fut)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(("join", group_id))
-        return await fut
+        return fut
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         """Kafka's group.max.size check: while preparing a rebalance count the members that
@@ -719,6 +744,24 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
         group_instance_id: str | None = None,
     ) -> SyncResult:
+        """Kafka's handleSyncGroup. The leader's assignment is written and handed to every
+        member even when the leader goes away meanwhile (run to its end:
+        broker/coordinator/steps.py), as Kafka's storeGroup callback; cancelled in the middle,
+        the other members waited in SyncGroup for an assignment nobody would hand out."""
+        synced = await run_to_the_end(self._sync_group(
+            group_id, generation_id, member_id, protocol_type, protocol_name, assignments, group_instance_id), STEP)
+        return synced if isinstance(synced, SyncResult) else await synced
+
+    async def _sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        group_instance_id: str | None,
+    ) -> SyncResult | asyncio.Future[SyncResult]:
         err = self.validate_group_status(group_id)
         if err is not None:
             return SyncResult(err)
@@ -762,7 +805,7 @@ class GroupCoordinator:
                 else:
                     self._set_and_propagate_assignment(group, assignment)
                     group.transition_to(GroupState.STABLE)
-        return await fut
+        return fut
 
     def _set_and_propagate_assignment(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
         for member in group.members.values():
@@ -934,6 +977,17 @@ class GroupCoordinator:
         self, group_id: str, member_id: str, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
         group_instance_id: str | None = None, max_metadata_size: int = 4096,
     ) -> dict[TopicPartition, int]:
+        """Kafka's handleCommitOffsets, run to its end even when the committer goes away
+        meanwhile (broker/coordinator/steps.py): cancelled after the record was written, its
+        offsets stayed pending and OffsetFetch answered the older ones until the partition was
+        loaded again."""
+        return await run_to_the_end(self._commit_offsets(
+            group_id, member_id, generation_id, offsets, group_instance_id, max_metadata_size), STEP)
+
+    async def _commit_offsets(
+        self, group_id: str, member_id: str, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+        group_instance_id: str | None, max_metadata_size: int,
+    ) -> dict[TopicPartition, int]:
         def all_(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
 
@@ -994,7 +1048,20 @@ class GroupCoordinator:
         must confirm that partition is in the transaction (added by AddOffsetsToTxn), else its
         error for every offset, mapped as an offset commit's (INVALID_TXN_STATE, or
         TRANSACTION_ABORTABLE for v4; INVALID_PRODUCER_EPOCH for a fenced producer;
-        NETWORK_EXCEPTION as COORDINATOR_LOAD_IN_PROGRESS), before the member checks, as Kafka."""
+        NETWORK_EXCEPTION as COORDINATOR_LOAD_IN_PROGRESS), before the member checks, as Kafka.
+        Run to its end even when the producer goes away meanwhile (broker/coordinator/steps.py):
+        cancelled after the record was written, its offsets stayed pending without the offset
+        they were appended at, and the COMMIT marker could not make them committed -- a
+        consume-transform-produce transaction's input offsets lost."""
+        return await run_to_the_end(self._txn_commit_offsets(
+            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets,
+            max_metadata_size, transactional_id, api_version), STEP)
+
+    async def _txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
+        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int,
+        transactional_id: str | None, api_version: int,
+    ) -> dict[TopicPartition, int]:
         def all_(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
 

@@ -166,16 +166,18 @@ def network_families(server: BrokerServer) -> list[Metric]:
 
 
 def request_families(server: BrokerServer) -> list[Metric]:
-    """RequestMetrics per API (`request` label: Kafka's API name, e.g. Produce, FetchConsumer is
-    not split from Fetch here); histograms in ms (broker/metrics/request_metrics.py)."""
+    """RequestMetrics per API (`request` label: Kafka's API name; Fetch also split into
+    FetchConsumer and FetchFollower as Kafka does); histograms in ms
+    (broker/metrics/request_metrics.py)."""
     rm = server.request_metrics
     if rm is None:
         return []
     count = _counter("kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec).", ["request"])
     hists = [HistogramMetricFamily(f"kafka_network_requestmetrics_{phase}", f"Request {phase} (Kafka's RequestMetrics).",
                                    labels=["request"]) for phase in PHASES]
-    for key, m in sorted(rm.apis.items()):
-        name = api_name(key)
+    named = sorted(((key if isinstance(key, str) else api_name(key), m) for key, m in rm.apis.items()),
+                   key=lambda item: item[0])
+    for name, m in named:
         count.add_metric([name], float(m.count))
         for fam, h in zip(hists, m.phases, strict=True):
             fam.add_metric([name], h.cumulative(), h.sum)

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
+from broker.coordinator.steps import run_to_the_end
 from broker.txn.decisions import (
     EndTxnTransit,
     ProducerIdAndEpoch,
@@ -64,7 +65,6 @@ from protocol.errors import ErrorCode, KafkaProtocolError, error_name
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 log = structlog.get_logger("odradek.txn")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,29 +103,7 @@ class TransactionTimeouts:
                    config["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
 
-async def _to_the_end(step: Coroutine[Any, Any, T]) -> T:
-    """Run a coordinator request's step in a task of its own that the request cannot cancel.
-
-    A request's handler is cancelled when its client's connection closes (broker/network.py),
-    but a step that claimed a pending state must adopt or drop it, and an EndTxn whose Prepare*
-    is written must hand its markers on, whatever became of the client -- as Kafka's append
-    callbacks run. Cancelled in the middle, EndTxn left its id Ongoing with PrepareCommit
-    pending (its record written): every later request answered CONCURRENT_TRANSACTIONS, the
-    timeout never aborted it, and its partitions' last stable offset stayed put until the
-    coordinator moved (the Jepsen transactional workload's hanging transactions). The caller
-    still gets the answer when it waits; when it was cancelled, the step finishes alone."""
-    task = asyncio.ensure_future(step)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.add_done_callback(_log_failure)
-        raise
-
-
-def _log_failure(task: asyncio.Future[Any]) -> None:
-    """A step whose request went away fails unseen by it: logged here instead."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("A transaction coordinator step failed after its request was gone", exc_info=task.exception())
+STEP = "transaction coordinator"
 
 
 class TransactionCoordinator:
@@ -262,8 +240,8 @@ class TransactionCoordinator:
         self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
     ) -> InitProducerIdResult:
         """Kafka's handleInitProducerId for a (non-null) transactional id (run to its end: see
-        `_to_the_end`)."""
-        return await _to_the_end(self._init_producer_id(transactional_id, transaction_timeout_ms, expected))
+        broker/coordinator/steps.py)."""
+        return await run_to_the_end(self._init_producer_id(transactional_id, transaction_timeout_ms, expected), STEP)
 
     async def _init_producer_id(
         self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
@@ -329,8 +307,8 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> int:
         """Kafka's handleAddPartitionsToTransaction (the client path): the error for every
-        partition of the request (run to its end: see `_to_the_end`)."""
-        return await _to_the_end(self._add_partitions(transactional_id, producer_id, producer_epoch, partitions))
+        partition of the request (run to its end: see broker/coordinator/steps.py)."""
+        return await run_to_the_end(self._add_partitions(transactional_id, producer_id, producer_epoch, partitions), STEP)
 
     async def _add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
@@ -398,9 +376,9 @@ class TransactionCoordinator:
     async def handle_end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult
     ) -> int:
-        """Kafka's handleEndTransaction from a client (run to its end: see `_to_the_end`)."""
-        return await _to_the_end(self._end_transaction(transactional_id, producer_id, producer_epoch, result,
-                                                       is_from_client=True))
+        """Kafka's handleEndTransaction from a client (run to its end: see broker/coordinator/steps.py)."""
+        return await run_to_the_end(self._end_transaction(transactional_id, producer_id, producer_epoch, result,
+                                                          is_from_client=True), STEP)
 
     async def _end_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, result: TransactionResult,

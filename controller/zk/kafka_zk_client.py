@@ -685,6 +685,29 @@ class KafkaZkClient:
         data, _ = await self.get_data_and_stat(ConfigEntityZNode.path(entity_type, sanitized_name))
         return ConfigEntityZNode.decode(data)
 
+    async def get_entity_configs_and_version(self, entity_type: str, sanitized_name: str
+                                             ) -> tuple[dict[str, str], int | None]:
+        """An entity's overrides and its znode's version (None: no znode), for a
+        read-modify-write that must not lose a concurrent writer's keys."""
+        data, stat = await self.get_data_and_stat(ConfigEntityZNode.path(entity_type, sanitized_name))
+        return ConfigEntityZNode.decode(data), None if stat is None else stat.version
+
+    async def set_entity_configs_conditionally(self, entity_type: str, sanitized_name: str,
+                                               config: Mapping[str, str], version: int | None) -> bool:
+        """Write an entity's overrides only if its znode is still at `version` (None: only if it
+        still does not exist): a conditional setData, or a create. False when another writer got
+        there first (BadVersion, NodeExists, NoNode): the caller reads again and retries."""
+        path = ConfigEntityZNode.path(entity_type, sanitized_name)
+        payload = ConfigEntityZNode.encode(config)
+        try:
+            if version is None:
+                await self.create_recursive(path, payload)
+            else:
+                await self._retry(lambda: self.zk.set_data(path, payload, version))
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            return False
+        return True
+
     async def get_all_entities_with_config(self, entity_type: str) -> list[str]:
         return await self.get_children(ConfigEntityTypeZNode.path(entity_type))
 

@@ -78,6 +78,9 @@ log = logging.getLogger(__name__)
 NO_LEADER = -1
 
 
+# conditional writes of one AlterClientQuotas entry before it gives up (each lost to a concurrent one)
+_QUOTA_WRITE_ATTEMPTS = 20
+
 class ZkWriteError(StorageError):
     """A change that ZooKeeper refused or that did not show up in time, with Kafka's error code
     (TOPIC_ALREADY_EXISTS, NOT_CONTROLLER, REQUEST_TIMED_OUT, ...)."""
@@ -411,10 +414,19 @@ class ZkController:
         (other keys kept: SCRAM credentials live next to user quotas), written back with a
         /config/changes notification that every broker's ZkConfigManager applies."""
         entity_type, name = zk_entity(entity)
+        zk = self.zk_client
         try:
-            stored = await self.zk_client.get_entity_configs(entity_type, name)
-            config = apply_ops(stored, ops)
-            await self.zk_client.change_entity_config(entity_type, name, config, controller_check=False)
+            # a conditional write of what was read: two concurrent alters of one entity (on this
+            # broker or another) would otherwise each write back the znode without the other's keys
+            for _ in range(_QUOTA_WRITE_ATTEMPTS):
+                stored, version = await zk.get_entity_configs_and_version(entity_type, name)
+                config = apply_ops(stored, ops)
+                if await zk.set_entity_configs_conditionally(entity_type, name, config, version):
+                    break
+            else:
+                raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"The quotas of {entity_type}/{name} kept "
+                                         f"changing under {_QUOTA_WRITE_ATTEMPTS} attempts to alter them")
+            await zk.create_config_change_notification(f"{entity_type}/{name}")
         except ZooKeeperClientError as e:
             raise KafkaProtocolError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}") from e
         return config

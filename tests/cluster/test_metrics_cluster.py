@@ -1,7 +1,9 @@
 """/metrics of a 3-broker ZooKeeper-mode cluster, scraped over HTTP from each broker: the active
 controller count sums to 1; a follower paused (SIGSTOP) past replica.lag.time.max.ms makes its
 leaders report under-replicated partitions and ISR shrinks, and once it runs again and catches
-up every broker reports 0 under-replicated partitions and the leaders count ISR expansions."""
+up every broker reports 0 under-replicated partitions and the leaders count ISR expansions; a
+leader's RequestMetrics count its followers' fetches as FetchFollower and a real consumer's as
+FetchConsumer, each with every phase (response queue and send included)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,55 @@ async def test_under_replicated_and_active_controller(zookeeper: ZooKeeperServer
         assert total(after, "kafka_server_replicamanager_leadercount") == total(
             after, "kafka_controller_kafkacontroller_globalpartitioncount") == 9
         assert total(after, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+
+
+async def test_fetches_split_into_consumer_and_follower(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+        from kafka.admin import NewTopic
+
+    ports = {i: free_port() for i in IDS}
+    per_broker = {i: (f"metrics.port={ports[i]}", "metrics.host=127.0.0.1") for i in IDS}
+    async with running_cluster(zookeeper, tmp_path, (), per_broker) as cluster:
+        await cluster.open()
+        bootstrap = cluster.brokers[1].bootstrap
+
+        def produce_and_consume() -> None:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
+            try:  # led by broker 1, followed by 2 and 3
+                admin.create_topics([NewTopic("split", -1, -1, replica_assignments={0: [1, 2, 3]})])
+            finally:
+                admin.close()
+            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=20_000)
+            for i in range(100):
+                producer.send("split", b"v%d" % i, partition=0)
+            producer.flush(30)
+            producer.close()
+            consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000)
+            consumer.assign([TopicPartition("split", 0)])
+            consumer.seek_to_beginning()
+            got = sum(1 for _, _ in zip(range(100), consumer, strict=False))
+            consumer.close()
+            assert got == 100
+
+        await asyncio.to_thread(produce_and_consume)
+
+        def split(s: Any) -> tuple[float, float, float]:
+            n = "kafka_network_requestmetrics_requests_total"
+            return value(s, n, request="Fetch"), value(s, n, request="FetchConsumer"), value(s, n, request="FetchFollower")
+
+        # the followers keep fetching (acks=all needed them); the consumer fetched from broker 1
+        leader = (await until(ports, [1], lambda s: split(s[1])[2] >= 2 and split(s[1])[1] >= 1,
+                              "FetchFollower and FetchConsumer on the leader"))[1]
+        fetch, consumer_fetches, follower_fetches = split(leader)
+        assert fetch == consumer_fetches + follower_fetches, (fetch, consumer_fetches, follower_fetches)
+        for request in ("FetchConsumer", "FetchFollower"):
+            count = value(leader, "kafka_network_requestmetrics_requests_total", request=request)
+            for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems",
+                          "responsesendtimems", "totaltimems"):
+                assert value(leader, f"kafka_network_requestmetrics_{phase}_count", request=request) == count
+        # a caught-up follower's fetch waits replica.fetch.wait.max.ms in the purgatory: remote time
+        assert value(leader, "kafka_network_requestmetrics_remotetimems_sum", request="FetchFollower") >= 100

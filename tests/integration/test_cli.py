@@ -373,6 +373,7 @@ def test_produce_to_unreachable_broker_fails(tmp_path: Path) -> None:
 COMMANDS = [
     "", "serve", "dump-log",
     "topics", "topics list", "topics describe", "topics create", "topics alter", "topics delete",
+    "topics reassign",
     "groups", "groups list", "groups describe", "groups delete", "groups delete-offsets",
     "groups reset-offsets",
     "configs", "configs describe", "configs alter",

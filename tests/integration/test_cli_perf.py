@@ -4,6 +4,7 @@ lines parsed the way a script written for Kafka's perf tools would parse them.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +206,43 @@ def test_help_has_examples(command: str) -> None:
     assert "Examples:" in r.stdout
     assert f"  odradek perf {command} " in r.stdout  # \b keeps example lines unwrapped
     assert "ODRADEK_BOOTSTRAP" in r.stdout
+
+
+PROGRESS = re.compile(r"^producing to perf-progress: (\d+)/300 records \((\d+)%\), (\d+\.\d) s elapsed$")
+
+
+def test_produce_progress_lines_when_stderr_is_not_a_terminal(broker: BrokerProcess) -> None:
+    """Not on a terminal, a run shows its progress as a line every --progress-interval seconds on
+    standard error (issue #24 §3): 300 records at 100 records/s take 3 s, so with 0.5 s at least
+    4 lines come, their counts and times growing; stdout is still the summary line alone."""
+    create_topic(broker.bootstrap, "perf-progress", 1)
+    r = perf("produce", "perf-progress", "-n", "300", "--throughput", "100", "--acks", "1",
+             "--progress-interval", "0.5", bootstrap=broker.bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert parse_produce_line(r.stdout.strip())["records"] == 300
+    lines = [PROGRESS.match(line) for line in r.stderr.splitlines()]
+    assert lines and all(lines), r.stderr
+    assert len(lines) >= 4, r.stderr
+    done = [int(m.group(1)) for m in lines if m]
+    elapsed = [float(m.group(3)) for m in lines if m]
+    assert done == sorted(done) and 0 < done[-1] <= 300, done
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 0.4, elapsed
+    assert "\x1b" not in r.stderr, "no progress bar when stderr is not a terminal"
+
+
+def test_produce_draws_a_progress_bar_on_a_terminal(broker: BrokerProcess) -> None:
+    """On a terminal the progress is rich's bar (records done of the total), not the lines."""
+    from tests.terminal import TerminalProcess
+
+    create_topic(broker.bootstrap, "perf-bar", 1)
+    env = {**os.environ, "ODRADEK_BOOTSTRAP": broker.bootstrap}
+    term = TerminalProcess([sys.executable, "-m", "clients.cli", "perf", "produce", "perf-bar", "-n", "200",
+                            "--throughput", "100", "--acks", "1", "--progress-interval", "0.5"], REPO, env)
+    try:
+        term.wait_for(lambda s: bool(re.search(r"producing to perf-bar.*\b\d+/200\b", s)), 30)
+        assert term.proc.wait(30) == 0
+        text = term.text()
+        assert "records sent" in text and "━" in text, text
+        assert not re.search(r"records \(\d+%\), \d+\.\d s elapsed", text), "lines are for non-terminals"
+    finally:
+        term.close()

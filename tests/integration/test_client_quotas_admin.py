@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 from pathlib import Path
 
 from controller.zk.client import ZooKeeperClient
+from protocol.framing import decode_response, encode_request_frame
+from protocol.messages import AlterClientQuotasRequest
+from protocol.messages import alter_client_quotas_request as acq
 from tests.broker_process import BrokerProcess, free_port
 from tests.compat.jvm import run_tool
+from tests.raw_client import RawConnection
 from tests.zookeeper import ZooKeeperServer
 
 CONFIGS = "kafka.admin.ConfigCommand"
@@ -84,5 +89,46 @@ async def read_zk(connect: str) -> tuple[bytes, list[object]]:
             raw, _ = await zk.get_data(f"/config/changes/{c}")
             changes.append(json.loads(raw or b"null"))
         return data, changes
+    finally:
+        await zk.close()
+
+
+def test_concurrent_alters_of_one_entity_keep_both(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """Two AlterClientQuotas of the same client-id, sent at the same moment on two connections,
+    each setting its own key: both keys end up in /config/clients/<c> (the write is a conditional
+    setData of the version read, retried on BadVersion), in every one of 15 rounds. Without the
+    version check both read the same znode and the second write drops the first one's key."""
+    b = BrokerProcess(tmp_path / "data", port=free_port(), zookeeper_connect=zookeeper.connect_string("/race"),
+                      broker_id=1, overrides=["offsets.topic.replication.factor=1"]).start()
+    try:
+        with RawConnection(b.port, "a") as one, RawConnection(b.port, "b") as two:
+            lost = []
+            for i in range(15):
+                client = f"race-{i}"
+                frames = [(conn, encode_request_frame(49, 1, i + 1, conn.client_id, AlterClientQuotasRequest(entries=[
+                    acq.EntryData(entity=[acq.EntityData(entity_type="client-id", entity_name=client)],
+                                  ops=[acq.OpData(key=key, value=1000.0 + i, remove=False)])])))
+                          for conn, key in ((one, "producer_byte_rate"), (two, "consumer_byte_rate"))]
+                for conn, frame in frames:
+                    conn.sock.sendall(frame)
+                for conn, _ in frames:
+                    (size,) = struct.unpack(">i", conn.recv_exact(4))
+                    _, resp = decode_response(conn.recv_exact(size), 49, 1)
+                    assert resp.entries[0].error_code == 0, resp
+                data, _ = asyncio.run(read_znode(zookeeper.connect_string("/race"), f"/config/clients/{client}"))
+                if set(json.loads(data)["config"]) != {"producer_byte_rate", "consumer_byte_rate"}:
+                    lost.append((client, json.loads(data)))
+            assert not lost
+    finally:
+        b.stop()
+
+
+async def read_znode(connect: str, path: str) -> tuple[bytes, object]:
+    zk = await ZooKeeperClient(connect, session_timeout_ms=10_000, connection_timeout_ms=10_000,
+                               request_timeout_ms=10_000).start()
+    try:
+        data, stat = await zk.get_data(path)
+        assert data is not None
+        return data, stat
     finally:
         await zk.close()

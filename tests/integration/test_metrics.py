@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.metrics.request_metrics import PHASES
 from tests.broker_process import FAST_GROUPS, BrokerProcess, free_port
 from tests.integration.test_clients import consume_all, create_topic
 from tests.metrics_scrape import scrape, series, value
@@ -98,6 +99,18 @@ def test_topic_counters_match_records_produced_and_fetched(mbroker: BrokerProces
     assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_count", request="Fetch") == fetches
     assert value(after_fetch, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch") >= 250
     assert value(after_fetch, "kafka_network_requestmetrics_totaltimems_bucket", request="Metadata", le="+Inf") >= 1
+    # every phase of Kafka's RequestMetrics, the response queue and send included, per response
+    for phase in PHASES:
+        assert value(after_fetch, f"kafka_network_requestmetrics_{phase}_count", request="Produce") == produces
+        assert value(after_fetch, f"kafka_network_requestmetrics_{phase}_count", request="Fetch") == fetches
+    for request in ("Produce", "Fetch", "Metadata"):  # the phases add up to TotalTimeMs
+        parts = sum(value(after_fetch, f"kafka_network_requestmetrics_{phase}_sum", request=request)
+                    for phase in PHASES if phase != "totaltimems")
+        assert parts == pytest.approx(
+            value(after_fetch, "kafka_network_requestmetrics_totaltimems_sum", request=request), rel=0.01, abs=0.5)
+    # a single node has no followers: every Fetch is a consumer's (Kafka's FetchConsumer split)
+    assert value(after_fetch, "kafka_network_requestmetrics_requests_total", request="FetchConsumer") == fetches
+    assert not series(after_fetch, "kafka_network_requestmetrics_requests_total").keys() & {(("request", "FetchFollower"),)}
     assert 0.0 <= value(after_fetch, "odradek_event_loop_busy_ratio") <= 1.0
     assert value(after_fetch, "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent") == pytest.approx(
         1.0 - value(after_fetch, "odradek_event_loop_busy_ratio"))

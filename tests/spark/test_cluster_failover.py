@@ -3,7 +3,8 @@ RF 3, min.insync.replicas=2 topic while an idempotent acks=all producer writes t
 of a partition is killed -9 mid-query and restarted later, and the query's Parquet output (Spark's
 file sink, exactly-once with its checkpoint) holds every acknowledged record exactly once, for
 Spark's own `format("kafka")` (Java kafka-clients 3.9.2) and for our `format("odradek")`
-(kafka-python). The query is also stopped after the kill and restarted from its checkpoint.
+(kafka-python). The query is also stopped after the kill and restarted from its checkpoint. The
+same, under read_committed, while a transactional producer commits and aborts (issue #22).
 
 Right after the election the new leader's high watermark can be behind the end the old leader
 answered; it answers a consumer's "latest" with OFFSET_NOT_AVAILABLE (retriable) until it catches
@@ -105,6 +106,20 @@ def create_durable_topic(c: SyncCluster, name: str) -> None:
         f"{name} with full ISRs"))
 
 
+def paced(count: int, rate: float, go_on: threading.Event, wait_s: float) -> Iterator[int]:
+    """0 .. count-1 at `rate` per second; after the first third, wait for `go_on` (at most
+    `wait_s`) and go on at the same rate from there."""
+    start = time.monotonic()
+    for i in range(count):
+        if i == count // 3:
+            go_on.wait(wait_s)
+            start = time.monotonic() - i / rate
+        ahead = start + i / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)  # pacing the load, not waiting for an event
+        yield i
+
+
 class PacedProducer(threading.Thread):
     """An idempotent acks=all producer writing N unique values at RATE/s, round-robin over the
     partitions; `acked` maps each acknowledged value to its (partition, offset). After the first
@@ -123,15 +138,8 @@ class PacedProducer(threading.Thread):
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True,
                                  linger_ms=5, request_timeout_ms=10_000, delivery_timeout_ms=60_000)
         try:
-            start = time.monotonic()
             futures = []
-            for i in range(N):
-                if i == N // 3:
-                    self.go_on.wait(WAIT + PROMISE_S)
-                    start = time.monotonic() - i / RATE
-                ahead = start + i / RATE - time.monotonic()
-                if ahead > 0:
-                    time.sleep(ahead)  # pacing the load, not waiting for an event
+            for i in paced(N, RATE, self.go_on, WAIT + PROMISE_S):
                 value = f"r{i:05d}"
                 futures.append((value, producer.send(self.topic, value.encode(), partition=i % PARTITIONS)))
                 self.sent = i + 1
@@ -157,15 +165,17 @@ SOURCE_OPTIONS = {
 }
 
 
-def start_query(spark: Any, source: str, bootstrap: str, topic: str, out: Path, checkpoint: Path) -> Any:
+def start_query(spark: Any, source: str, bootstrap: str, topic: str, out: Path, checkpoint: Path,
+                **options: str) -> Any:
     """`topic` -> Parquet (Spark's file sink: a batch's files are listed in its _spark_metadata log
-    once committed, so a replayed batch is not read twice), small micro-batches."""
+    once committed, so a replayed batch is not read twice), small micro-batches; `options` adds
+    source options."""
     reader = (spark.readStream.format(source)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic)
               .option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", "400"))
-    for k, v in SOURCE_OPTIONS[source].items():
+    for k, v in {**SOURCE_OPTIONS[source], **options}.items():
         reader = reader.option(k, v)
     return (reader.load()
             .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
@@ -204,11 +214,37 @@ def caught_up(query: Any, topic: str, ends: dict[int, int]) -> bool:
     return {int(p): o for p, o in (end or {}).get(topic, {}).items()} == ends
 
 
+def kill_a_leader(cluster: SyncCluster, topic: str, then: threading.Event) -> int:
+    """kill -9 the leader of partition 0 of `topic` (or of another partition if that one is the
+    controller: one election at a time), set `then`, and wait until every broker names new
+    leaders at a higher epoch. Returns the victim's id."""
+    c = cluster.cluster
+    controller, _ = cluster.run(c.controller())
+    view = c.metadata(controller)
+    p = next(p for p, s in sorted(partitions(view, topic).items()) if s[1] != controller)
+    victim, epoch = partitions(view, topic)[p][1], partitions(view, topic)[p][2]
+    c.brokers[victim].kill()
+    then.set()
+    view = cluster.run(c.until_all_agree(
+        lambda m: all(s[0] == 0 and s[1] not in (victim, -1) for s in partitions(m, topic).values()),
+        "new leaders for the victim's partitions", timeout=PROMISE_S + WAIT))
+    assert partitions(view, topic)[p][1] != victim and partitions(view, topic)[p][2] > epoch
+    return victim
+
+
+def restart(cluster: SyncCluster, topic: str, victim: int) -> None:
+    """Start the killed broker again and wait until it is back in every ISR of `topic`."""
+    c = cluster.cluster
+    cluster.run(c.start(victim))
+    cluster.run(c.until_all_agree(
+        lambda m: all(sorted(s[4]) == list(IDS) for s in partitions(m, topic).values()),
+        "the victim back in every ISR", timeout=WAIT))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("source", ["kafka", "odradek"])
 def test_streaming_exactly_once_across_a_leader_kill(spark: Any, cluster: SyncCluster, source: str,
                                                      tmp_path: Path) -> None:
-    c = cluster.cluster
     topic = unique_topic(f"failover-{source}")
     create_durable_topic(cluster, topic)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
@@ -218,24 +254,9 @@ def test_streaming_exactly_once_across_a_leader_kill(spark: Any, cluster: SyncCl
         producer.start()
         until(lambda: rows_done(query) > 0, "first output", WAIT, query)
 
-        # kill -9 the leader of partition 0 (not the controller: one election at a time)
-        controller, _ = cluster.run(c.controller())
-        view = c.metadata(controller)
-        victim = partitions(view, topic)[0][1]
-        if victim == controller:
-            p = next(p for p, s in partitions(view, topic).items() if s[1] != controller)
-            victim = partitions(view, topic)[p][1]
-        else:
-            p = 0
-        epoch = partitions(view, topic)[p][2]
         before_kill = rows_done(query)
         produced_at_kill = producer.sent
-        c.brokers[victim].kill()
-        producer.go_on.set()
-        view = cluster.run(c.until_all_agree(
-            lambda m: all(s[0] == 0 and s[1] not in (victim, -1) for s in partitions(m, topic).values()),
-            "new leaders for the victim's partitions", timeout=PROMISE_S + WAIT))
-        assert partitions(view, topic)[p][1] != victim and partitions(view, topic)[p][2] > epoch
+        victim = kill_a_leader(cluster, topic, producer.go_on)
 
         # the query goes on through the new leaders, then is stopped and restarted from its
         # checkpoint while the victim is still down
@@ -246,10 +267,7 @@ def test_streaming_exactly_once_across_a_leader_kill(spark: Any, cluster: SyncCl
         query = start_query(spark, source, cluster.bootstrap, topic, out, checkpoint)
         until(lambda: rows_done(query) > 0, "output after the restart from the checkpoint", WAIT, query)
 
-        cluster.run(c.start(victim))
-        cluster.run(c.until_all_agree(
-            lambda m: all(sorted(s[4]) == list(IDS) for s in partitions(m, topic).values()),
-            "the victim back in every ISR", timeout=WAIT))
+        restart(cluster, topic, victim)
         producer.join(N / RATE + 90)
         assert not producer.is_alive()
         assert producer.failed == [] and len(producer.acked) == N
@@ -266,3 +284,142 @@ def test_streaming_exactly_once_across_a_leader_kill(spark: Any, cluster: SyncCl
     assert len(rows) == N  # nothing twice, nothing else
     assert sorted(rows) == sorted((p, o, v) for v, (p, o) in producer.acked.items())
     assert 0 < before_kill < N
+
+
+TXNS = 60  # transactions, paced TXN_RATE/s; every third is aborted
+TXN_RATE = 12
+PER_PARTITION = 4  # records per partition per transaction
+
+
+class TransactionalProducer(threading.Thread):
+    """A confluent-kafka (librdkafka) transactional producer: TXNS transactions of PER_PARTITION
+    records to every partition, every third aborted, the others committed. Like `PacedProducer`,
+    it waits for `go_on` after the first third. A transaction whose commit fails with an abortable
+    error is aborted; one whose commit keeps failing with retriable errors is `indeterminate`.
+    `committed` and `aborted` map each value to its (partition, offset) from the delivery report."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(name="transactional-producer", daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.go_on = threading.Event()
+        self.committed: dict[str, tuple[int, int]] = {}
+        self.aborted: dict[str, tuple[int, int]] = {}
+        self.indeterminate: list[set[str]] = []
+        self.error: BaseException | None = None
+        self.begun = 0
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"spark-{self.topic}",
+                             "transaction.timeout.ms": 60_000, "linger.ms": 5})
+        try:
+            producer.init_transactions(60)
+            for t in paced(TXNS, TXN_RATE, self.go_on, CATCH_UP_S + PROMISE_S):
+                self.begun = t + 1
+                delivered: dict[str, tuple[int, int]] = {}
+
+                def report(err: Any, msg: Any, delivered: dict[str, tuple[int, int]] = delivered) -> None:
+                    if err is None:
+                        delivered[msg.value().decode()] = (msg.partition(), msg.offset())
+
+                producer.begin_transaction()
+                values = [f"t{t:03d}-p{p}-{j}" for p in range(PARTITIONS) for j in range(PER_PARTITION)]
+                for v in values:
+                    producer.produce(self.topic, v.encode(), partition=int(v.split("-p")[1][0]), on_delivery=report)
+                producer.flush(30)  # in the log before the outcome: an abort would purge unsent records
+                outcome = "abort" if t % 3 == 2 else "commit"
+                for _attempt in range(5):
+                    try:
+                        if outcome == "commit":
+                            producer.commit_transaction(30)
+                        else:
+                            producer.abort_transaction(30)
+                        break
+                    except KafkaException as e:
+                        if e.args[0].txn_requires_abort():
+                            outcome = "abort"
+                        elif not e.args[0].retriable():
+                            raise
+                else:
+                    self.indeterminate.append(set(values))
+                    continue
+                producer.poll(0)  # the delivery reports of this transaction
+                if outcome == "commit":
+                    assert set(delivered) == set(values), f"t{t}: delivered {sorted(delivered)}"
+                    self.committed.update(delivered)
+                else:
+                    self.aborted.update(delivered)
+        except BaseException as e:  # surfaced by the test
+            self.error = e
+        finally:
+            producer.flush(10)
+
+
+def stable_ends(bootstrap: str, topic: str, timeout: float = WAIT) -> dict[int, int]:
+    """Each partition's end once no transaction is open on it: the last stable offset equal to
+    the high watermark (every marker written), as a read_committed reader's end."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            lso, hw = committed.end_offsets(tps), uncommitted.end_offsets(tps)
+            if lso == hw:
+                return {tp.partition: o for tp, o in lso.items()}
+            assert time.monotonic() < deadline, f"last stable offsets {lso} never reached {hw}"
+            time.sleep(0.1)
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["kafka", "odradek"])
+def test_streaming_read_committed_across_a_leader_kill(spark: Any, cluster: SyncCluster, source: str,
+                                                       tmp_path: Path) -> None:
+    """kafka.isolation.level=read_committed on the cluster (issue #22): a query reads an RF 3 topic
+    while a transactional producer commits and aborts transactions over every partition, the
+    leader of a partition is killed -9 mid-stream (its transactions' markers are then written by
+    the new leaders) and restarted. The Parquet output holds exactly the committed transactions'
+    records at the offsets the producer was given, each once: no aborted record, none of a
+    transaction whose outcome the producer could not learn unless all of it."""
+    topic = unique_topic(f"txn-failover-{source}")
+    create_durable_topic(cluster, topic)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    producer = TransactionalProducer(cluster.bootstrap, topic)
+    query = start_query(spark, source, cluster.bootstrap, topic, out, checkpoint,
+                        **{"kafka.isolation.level": "read_committed"})
+    try:
+        producer.start()
+        until(lambda: rows_done(query) > 0, "first output", CATCH_UP_S, query)  # a loaded machine's first batch
+        begun_at_kill = producer.begun
+        victim = kill_a_leader(cluster, topic, producer.go_on)
+        at_election = rows_done(query)
+        until(lambda: rows_done(query) > at_election or not producer.is_alive(),
+              "output from the new leaders", WAIT, query)
+        restart(cluster, topic, victim)
+        producer.join(TXNS / TXN_RATE + 120)
+        assert not producer.is_alive()
+        assert producer.error is None, producer.error
+        assert 0 < begun_at_kill <= TXNS // 3  # the rest began after the kill
+        ends = stable_ends(cluster.bootstrap, topic)
+        until(lambda: caught_up(query, topic, ends), f"the query at the stable ends {ends}", CATCH_UP_S, query)
+    finally:
+        producer.go_on.set()
+        query.stop()
+    assert query.exception() is None
+
+    rows = [(r.partition, r.offset, r.value) for r in spark.read.parquet(str(out)).collect()]
+    undecided = set().union(*producer.indeterminate)
+    decided = [row for row in rows if row[2] not in undecided]
+    assert sorted(decided) == sorted((p, o, v) for v, (p, o) in producer.committed.items())
+    seen = {row[2] for row in rows}
+    for values in producer.indeterminate:  # all of such a transaction or none of it
+        assert values <= seen or not values & seen, sorted(values & seen)
+    assert len(rows) == len(seen)  # nothing twice
+    assert len(producer.committed) >= (TXNS * 2 // 3 - 3) * PARTITIONS * PER_PARTITION
+    assert len(producer.aborted) >= (TXNS // 3 - 3) * PARTITIONS * PER_PARTITION  # in the log, not read

@@ -74,7 +74,7 @@ def start(conn: KafkaConnection, corr: int, answer: asyncio.Event) -> asyncio.Ta
         await answer.wait()
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, throttle_ms=0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     task = asyncio.ensure_future(conn._process(ctx, handle, None))  # type: ignore[arg-type]
     task.corr = corr  # type: ignore[attr-defined]
@@ -141,7 +141,7 @@ def start_eagerly(conn: KafkaConnection, corr: int, answer: asyncio.Event | None
             raise RuntimeError("handler bug")
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, throttle_ms=0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     conn._start_eagerly(conn._process(ctx, handle, None))  # type: ignore[arg-type]
 
@@ -220,7 +220,7 @@ def start_parked(conn: KafkaConnection, corr: int, purgatory: DelayedOperationPu
             raise RuntimeError("handler bug after the wait")
         return ApiVersionsResponse(error_code=0, api_keys=[])
 
-    ctx = SimpleNamespace(started=0.0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
+    ctx = SimpleNamespace(started=0.0, throttle_ms=0, header=SimpleNamespace(correlation_id=corr, request_api_key=API_VERSIONS,
                                                  request_api_version=3))
     conn._start_eagerly(conn._answer(ctx, handle, None))  # type: ignore[arg-type]
     return op
@@ -310,3 +310,35 @@ async def test_held_back_requests_are_not_dispatched_inside_an_inline_answer() -
     assert parsed == []  # not inside check_and_complete
     await asyncio.sleep(0)
     assert parsed == [12]
+
+
+async def test_throttle_time_starts_when_the_throttled_response_is_sent() -> None:
+    """KIP-219: a throttled request mutes its connection at once, but the throttle time runs
+    from when its response is handed to the transport, not from when it was computed: a
+    response held back by a paused transport starts no timer until it goes out."""
+    conn = connection()
+    transport = conn.transport
+    assert isinstance(transport, FakeTransport)
+
+    async def handle(ctx: Any, request: Any) -> ApiVersionsResponse:
+        ctx.throttle_ms = 1000  # what RequestContext.record_quota leaves for the response
+        conn.throttle()
+        return ApiVersionsResponse(error_code=0, api_keys=[])
+
+    ctx = SimpleNamespace(started=0.0, throttle_ms=0, header=SimpleNamespace(
+        correlation_id=7, request_api_key=API_VERSIONS, request_api_version=3))
+    conn.pause_writing()  # the client does not read: the response cannot be sent yet
+    task = asyncio.ensure_future(conn._process(ctx, handle, None))  # type: ignore[arg-type]
+    task.corr = 7  # type: ignore[attr-defined]
+    transport.tasks.append(task)
+    conn.pending.append(task)
+    task.add_done_callback(conn._on_done)
+    await task
+    await asyncio.sleep(0.05)
+    assert transport.written == [] and conn.read_paused and conn.throttle_timer is None
+    sent_at = asyncio.get_running_loop().time()
+    conn.resume_writing()
+    assert transport.written == [(7, True)]
+    assert conn.throttle_timer is not None and conn.read_paused
+    assert sent_at + 0.99 <= conn.throttle_timer.when() <= sent_at + 1.05
+    conn.throttle_timer.cancel()

@@ -67,7 +67,7 @@ def test_examples_parse(path: str, line: str, tmp_path: Path,
         (segments / name).touch()
     (tmp_path / "data" / "cleaner-offset-checkpoint").touch()
     (tmp_path / "config").mkdir()
-    for name in ("server.properties", "config/server.properties", "clicks.txt"):
+    for name in ("server.properties", "config/server.properties", "clicks.txt", "plan.json"):
         (tmp_path / name).touch()
     assert f"odradek {path}".rstrip() in line
     parse(line)  # raises click's UsageError / BadParameter for a stale example

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from broker.txn.state_manager import (
 from broker.txn.transaction_log import read_txn_record_value, value_to_bytes
 from protocol.coordinator_records import decode_transaction_log_key, transaction_log_key
 from protocol.errors import ErrorCode
+from tests.loop_waits import until
 
 S = TransactionState
 PARTITIONS = 3
@@ -272,13 +273,6 @@ async def test_a_restarted_broker_loads_the_state_and_bumps_the_stored_epoch(tmp
         assert fresh.producer_id not in (first.producer_id, ongoing.producer_id)
     finally:
         await s.shutdown()
-
-
-async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 async def test_elections_load_the_partition_and_a_write_that_outlived_its_coordinator_is_not_applied(

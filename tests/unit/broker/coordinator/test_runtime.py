@@ -22,6 +22,7 @@ from broker.server import BrokerServer
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from storage.producer_state import AppendOrigin
+from tests.loop_waits import until
 
 TOPIC = "__runtime_test"
 
@@ -82,13 +83,6 @@ class GatedLoader:
             self.started.set()
             assert self.release.wait(10)
         return read_key_values(lg)
-
-
-async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 async def elected(server: BrokerServer, shards: list[RecordingShard], partition: int) -> CoordinatorRuntime[Any]:

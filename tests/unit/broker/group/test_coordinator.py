@@ -14,6 +14,7 @@ from broker.group import GroupCoordinator, GroupState
 from broker.group.metadata import OffsetAndMetadata
 from broker.server import BrokerServer
 from protocol.errors import ErrorCode
+from tests.loop_waits import until
 
 RANGE = [("range", b"r")]
 
@@ -62,8 +63,7 @@ async def test_join_sync_heartbeat_and_session_expiry(server: BrokerServer) -> N
     # B joins with a short session; A's rejoin parks until B's session expires and B is dropped.
     b_id = (await join(gc, "g", session_ms=100)).member_id
     b = asyncio.ensure_future(join(gc, "g", b_id, session_ms=100))
-    await asyncio.sleep(0)  # let B's join reach the coordinator
-    assert group.state is GroupState.PREPARING_REBALANCE
+    await until(lambda: group.state is GroupState.PREPARING_REBALANCE, "B's join at the coordinator")
     assert gc.handle_heartbeat("g", a.member_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
     a2 = await join(gc, "g", a.member_id)
     b2 = await b
@@ -170,8 +170,7 @@ async def test_group_max_size_turns_away_the_last_to_rejoin(server: BrokerServer
     b = asyncio.ensure_future(join(gc, "g", b_id))
     c_id = (await join(gc, "g")).member_id
     c = asyncio.ensure_future(join(gc, "g", c_id))
-    await asyncio.sleep(0)  # both joins reach the coordinator and park
-    assert gc.groups["g"].num_members_awaiting_join == 2
+    await until(lambda: gc.groups["g"].num_members_awaiting_join == 2, "both joins parked at the coordinator")
     late = await join(gc, "g", a_id)  # A would be the third: it is removed
     assert (late.error, late.member_id) == (ErrorCode.GROUP_MAX_SIZE_REACHED, "")
     rb, rc = await b, await c
@@ -190,7 +189,7 @@ async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(se
     await gc.handle_sync_group("g", 1, b_id, None, None, {})  # B: leader of a Stable group
     a_id = (await join(gc, "g", rebalance_ms=100)).member_id
     a = asyncio.ensure_future(join(gc, "g", a_id, rebalance_ms=100))
-    await asyncio.sleep(0)
+    await until(lambda: gc.groups["g"].state is GroupState.PREPARING_REBALANCE, "A's join at the coordinator")
     b2 = await join(gc, "g", b_id, rebalance_ms=100)
     assert (b2.generation_id, b2.leader_id, (await a).generation_id) == (2, b_id, 2)
     # A's SyncGroup waits for the leader, which never sends its own: after the rebalance
@@ -199,3 +198,73 @@ async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(se
     assert synced.error == ErrorCode.REBALANCE_IN_PROGRESS
     assert gc.handle_heartbeat("g", b_id, 2) == ErrorCode.UNKNOWN_MEMBER_ID
     assert gc.handle_heartbeat("g", a_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+# -- a request cancelled by its client's disconnect (broker/network.py) mid-write ----------------
+# The write is held at the `__consumer_offsets` partition's serialisation point so that the
+# cancellation finds the handler waiting for it, as connection_lost does to a request's handler.
+
+async def held_and_cancelled(server: BrokerServer, gc: GroupCoordinator, group_id: str, request: object,
+                             waiting: object, what: str) -> None:
+    partition = server.replica_manager.partitions[("__consumer_offsets", gc.partition_for(group_id))]
+    async with partition._exclusive():  # the write waits here
+        task = asyncio.ensure_future(request)  # type: ignore[arg-type]
+        await until(waiting, what)  # type: ignore[arg-type]
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_an_offset_commit_whose_client_went_away_is_still_committed(server: BrokerServer) -> None:
+    """Its record is written, so the cache must say so: cancelled with the request, the offsets
+    stayed pending for good and OffsetFetch answered the older offset until a reload."""
+    gc = gc_of(server)
+    server.controller.create_topic("t", 1, 1)
+    assert await gc.handle_commit_offsets("g", "", -1, {("t", 0): OffsetAndMetadata(1)}) == {("t", 0): 0}
+    await held_and_cancelled(server, gc, "g", gc.handle_commit_offsets("g", "", -1, {("t", 0): OffsetAndMetadata(7)}),
+                             lambda: ("t", 0) in gc.groups["g"].pending_offset_commits, "the commit pending")
+    await until(lambda: not gc.groups["g"].pending_offset_commits, "the commit completed")
+    assert gc.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 7
+
+
+async def test_a_txn_offset_commit_whose_producer_went_away_is_committed_by_its_marker(server: BrokerServer) -> None:
+    """The transaction's offsets must stay pending at the offset they were written at, for the
+    COMMIT marker to make them committed: cancelled with the request, they had no append offset
+    and the marker dropped them (a consume-transform-produce transaction's input offsets lost)."""
+    gc = gc_of(server)
+    server.controller.create_topic("t", 1, 1)
+    partition = gc.partition_for("g")
+    await held_and_cancelled(
+        server, gc, "g",
+        gc.handle_txn_commit_offsets("g", 4000, 0, "", None, -1, {("t", 0): OffsetAndMetadata(9)}),
+        lambda: "g" in gc.groups and gc.groups["g"].has_pending_offset_commits_for(("t", 0)), "the offsets pending")
+    await until(lambda: all(om.appended_offset >= 0 for om in gc.groups["g"].pending_txn_offset_commits[4000].values()),
+                "the offsets appended")
+    gc.on_transaction_completed(4000, [partition], is_commit=True)
+    assert gc.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 9
+
+
+async def test_a_leader_sync_whose_client_went_away_still_hands_out_the_assignment(server: BrokerServer) -> None:
+    """The leader's SyncGroup writes the assignment; the other members wait in theirs for it.
+    Cancelled with the leader's request, the group stayed CompletingRebalance and the followers
+    got nothing until the rebalance timed out."""
+    gc = gc_of(server)
+    a_id = (await join(gc, "g")).member_id
+    first = await join(gc, "g", a_id)
+    await gc.handle_sync_group("g", first.generation_id, a_id, None, None, {a_id: b"alone"})
+    b_id = (await join(gc, "g")).member_id
+    b = asyncio.ensure_future(join(gc, "g", b_id))
+    await until(lambda: gc.groups["g"].state is GroupState.PREPARING_REBALANCE, "B's join at the coordinator")
+    ra, rb = await join(gc, "g", a_id), await b
+    assert ra.generation_id == first.generation_id + 1 and len(ra.members) == 2
+    leader = ra.leader_id
+    follower = b_id if leader == a_id else a_id
+    follower_sync = asyncio.ensure_future(gc.handle_sync_group("g", ra.generation_id, follower, None, None, {}))
+    await until(lambda: gc.groups["g"].get(follower).sync_future is not None, "the follower's SyncGroup parked")
+    await held_and_cancelled(
+        server, gc, "g", gc.handle_sync_group("g", ra.generation_id, leader, None, None,
+                                              {a_id: b"to-a", b_id: b"to-b"}),
+        lambda: gc.groups["g"].get(leader).sync_future is not None, "the leader's assignment being written")
+    synced = await asyncio.wait_for(follower_sync, 10)
+    assert (synced.error, synced.assignment) == (ErrorCode.NONE, b"to-b" if follower == b_id else b"to-a")
+    assert gc.groups["g"].state is GroupState.STABLE and rb.generation_id == ra.generation_id

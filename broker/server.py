@@ -57,6 +57,7 @@ from broker.network_client import NetworkClient, NetworkClientConfig
 from broker.partition_limits import raise_open_files_limit
 from broker.quota.quotas import ClientQuotas
 from broker.replica_manager import ReplicaManager
+from broker.sasl.credential_store import ScramCredentialStore
 from broker.sasl.listeners import SaslListeners
 from broker.sasl.scram import CredentialCache
 from broker.security.authorizer import AclAuthorizer, AclStore, parse_super_users
@@ -66,12 +67,13 @@ from broker.txn.coordinator import TransactionCoordinator, TransactionTimeouts
 from broker.txn.markers import TransactionMarkerChannelManager
 from broker.txn.state_manager import TransactionStateManager
 from controller.image import BrokerEndpoint, BrokerInfo, MetadataImage
-from controller.metadata import EmbeddedAclStore, EmbeddedController
+from controller.metadata import EmbeddedAclStore, EmbeddedController, EmbeddedScramCredentialStore
 from controller.zk.acl_store import ZkAclStore
 from controller.zk.broker_registration import ZkBrokerRegistration, advertised_endpoints
 from controller.zk.client import ZooKeeperClientError
 from controller.zk.config_manager import ZkConfigManager, ZkConfigRepository
 from controller.zk.controller import KafkaControllerConfig
+from controller.zk.scram_store import ZkScramCredentialStore
 from controller.zk.zk_controller import ZkController
 from protocol.errors import KafkaProtocolError
 from storage.checkpoints import (
@@ -120,8 +122,10 @@ class BrokerServer:
         self.log_cleaner: LogCleaner | None = None
         self.tls: TlsListeners | None = None  # SSL listeners' contexts; built by bind_listeners
         self.sasl: SaslListeners | None = None  # SASL listeners' mechanisms; built by bind_listeners
-        # SCRAM users (ZooKeeper mode: /config/users/<user>, kept by the users config handler)
+        # SCRAM users (ZooKeeper mode: /config/users/<user>, kept by the users config handler; a
+        # single node: its metadata file) and where the KIP-554 APIs read and write them
         self.scram_credentials = CredentialCache()
+        self.scram_store: ScramCredentialStore | None = None
         self.zk_registration: ZkBrokerRegistration | None = None
         self.config_manager: ZkConfigManager | None = None  # ZooKeeper mode: applies /config overrides
         self.config_repository: ConfigRepository | None = None  # ZooKeeper mode: reads them
@@ -172,6 +176,9 @@ class BrokerServer:
         self.metadata_cache = MetadataCache(self.controller.image)
         for entity, quota_config in self.controller.client_quotas.items():
             self.quotas.update(entity, quota_config)
+        store = EmbeddedScramCredentialStore(self.controller, self.scram_credentials)
+        store.load()
+        self.scram_store = store
         self._adopt_topics(await loop.run_in_executor(None, self.log_manager.topics_on_disk))
         self.controller.reserve_producer_ids_through(self.log_manager.max_producer_id())
         if cfg["authorizer.class.name"]:
@@ -219,6 +226,7 @@ class BrokerServer:
         self.log_cleaner = self._make_log_cleaner(self.log_manager)
         self.replica_manager = ReplicaManager(self, self._inter_broker_client_factory())
         kafka_zk = self.zk_registration.kafka_zk
+        self.scram_store = ZkScramCredentialStore(kafka_zk)
         # /config overrides applied now and at every change (the logs LeaderAndIsr creates take
         # their topic's /config/topics/<t> through the topic handler)
         self.config_repository = ZkConfigRepository(kafka_zk)

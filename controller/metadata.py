@@ -33,6 +33,7 @@ from typing import Any
 
 from broker.quota.admin import apply_ops
 from broker.quota.entity import Entity, parse_entity, zk_entity
+from broker.sasl.scram import CredentialCache
 from broker.security.acl import AccessControlEntry, ResourcePattern, acls_from_json, acls_to_json
 from controller.image import (
     BrokerInfo,
@@ -70,6 +71,9 @@ class EmbeddedController:
         # client quotas by entity (broker.quota.entity: sanitized names, `<default>`), as
         # ZooKeeper would hold them under /config/users and /config/clients
         self.client_quotas: dict[Entity, dict[str, str]] = {}
+        # SCRAM credentials by user name, each {mechanism: `salt=...,stored_key=...,server_key=...,
+        # iterations=...`} as ZooKeeper's /config/users/<user> holds them (EmbeddedScramCredentialStore)
+        self.scram_credentials: dict[str, dict[str, str]] = {}
         if self.path.exists():
             self._load()
         self.image.brokers = {broker.broker_id: broker}
@@ -89,6 +93,7 @@ class EmbeddedController:
         self.acls = acls_from_json(data.get("acls", []))
         self.client_quotas = {parse_entity(q["entity_type"], q["entity"]): dict(q["config"])
                               for q in data.get("client_quotas", [])}
+        self.scram_credentials = {u: dict(c) for u, c in data.get("scram_credentials", {}).items()}
         for t in data.get("topics", []):
             parts = {
                 int(p["partition"]): PartitionState(
@@ -114,6 +119,7 @@ class EmbeddedController:
             "acls": acls_to_json(self.acls),
             "client_quotas": [{"entity_type": t, "entity": e, "config": c}
                               for (t, e), c in ((zk_entity(k), v) for k, v in self.client_quotas.items())],
+            "scram_credentials": self.scram_credentials,
             "topics": [
                 {
                     "name": t.name,
@@ -350,6 +356,15 @@ class EmbeddedController:
     async def client_quota_configs(self) -> dict[Entity, dict[str, str]]:
         return {e: dict(c) for e, c in self.client_quotas.items()}
 
+    def set_scram_credentials(self, user: str, credentials: dict[str, str]) -> None:
+        """A user's SCRAM credentials by mechanism (none: the user is removed); durable once
+        :meth:`committed` returns."""
+        if credentials:
+            self.scram_credentials[user] = dict(credentials)
+        else:
+            self.scram_credentials.pop(user, None)
+        self._save()
+
     # -- listeners ------------------------------------------------------------------------------
 
     def set_acls(self, resource: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
@@ -406,6 +421,34 @@ class EmbeddedAclStore:
         new = change(self.controller.acls.get(resource, frozenset()))
         self.controller.set_acls(resource, new)
         return new
+
+
+class EmbeddedScramCredentialStore:
+    """The single node's SCRAM credentials (broker.sasl.credential_store.ScramCredentialStore): in
+    the EmbeddedController's metadata file (`scram_credentials`, in the form Kafka writes to
+    ZooKeeper), durable once the controller's `committed()` returns, which the
+    AlterUserScramCredentials handler awaits. A change goes into the broker's CredentialCache at
+    once: no other broker is told."""
+
+    def __init__(self, controller: EmbeddedController, cache: CredentialCache) -> None:
+        self.controller = controller
+        self.cache = cache
+
+    def load(self) -> None:
+        """The stored credentials into the cache (at start)."""
+        for user, credentials in self.controller.scram_credentials.items():
+            for mechanism in self.cache.update_user(user, credentials):
+                log.error("Invalid %s credential of user %s in the metadata file: left out", mechanism, user)
+
+    async def users(self) -> list[str]:
+        return sorted(self.controller.scram_credentials)
+
+    async def credentials(self, user: str) -> dict[str, str]:
+        return dict(self.controller.scram_credentials.get(user, {}))
+
+    async def set_credentials(self, user: str, credentials: dict[str, str]) -> None:
+        self.controller.set_scram_credentials(user, credentials)
+        self.cache.update_user(user, credentials)
 
 
 def _new_cluster_id() -> str:

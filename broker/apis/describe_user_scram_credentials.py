@@ -1,11 +1,11 @@
-"""DescribeUserScramCredentials (key 50), version 0 (KIP-554), ZooKeeper mode.
+"""DescribeUserScramCredentials (key 50), version 0 (KIP-554).
 
 As Kafka 3.9's ZkAdminManager.describeUserScramCredentials: the SCRAM mechanisms and iterations
 of the users named (all users with a credential when none is named), read from
-`/config/users/<user>` -- never the salt or keys. A user named twice gets DUPLICATE_RESOURCE, one
+the broker's ScramCredentialStore (ZooKeeper's `/config/users/<user>` in a cluster, the metadata
+file on a single node) -- never the salt or keys. A user named twice gets DUPLICATE_RESOURCE, one
 without a credential RESOURCE_NOT_FOUND. DESCRIBE on the cluster is required
-(CLUSTER_AUTHORIZATION_FAILED at the top level otherwise). A single node has no SCRAM credential
-store yet: the API is not served there."""
+(CLUSTER_AUTHORIZATION_FAILED at the top level otherwise)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from broker.apis.registry import api
 from broker.context import RequestContext
 from broker.sasl.scram import MECHANISMS, ScramCredential
 from broker.security.acl import AclOperation
-from broker.security.sanitizer import desanitize, sanitize
 from protocol.errors import ErrorCode
 from protocol.messages import (
     DescribeUserScramCredentialsRequest,
@@ -42,19 +41,20 @@ def credential_infos(config: dict[str, str]) -> list[CredentialInfo]:
     return infos
 
 
-@api(50, 0, 0, zk_only=True)
+@api(50, 0, 0)
 async def handle(ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                                     error_message=None)
-    zk = ctx.server.zk_registration.kafka_zk
+    store = ctx.server.scram_store
+    assert store is not None
     results: list[DescribeUserScramCredentialsResult] = []
     if not req.users:
-        for entity in sorted(await zk.get_all_entities_with_config("users")):
-            infos = credential_infos(await zk.get_entity_configs("users", entity))
+        for user in await store.users():
+            infos = credential_infos(await store.credentials(user))
             if infos:
                 results.append(DescribeUserScramCredentialsResult(
-                    user=desanitize(entity), error_code=0, error_message=None, credential_infos=infos))
+                    user=user, error_code=0, error_message=None, credential_infos=infos))
         return DescribeUserScramCredentialsResponse(error_code=0, error_message=None, results=results)
     counts = Counter(u.name for u in req.users)
     for name in dict.fromkeys(u.name for u in req.users):
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, req: DescribeUserScramCredentialsRequest) 
                 user=name, error_code=ErrorCode.DUPLICATE_RESOURCE,
                 error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}"))
             continue
-        infos = credential_infos(await zk.get_entity_configs("users", sanitize(name)))
+        infos = credential_infos(await store.credentials(name))
         if not infos:
             results.append(DescribeUserScramCredentialsResult(
                 user=name, error_code=ErrorCode.RESOURCE_NOT_FOUND,

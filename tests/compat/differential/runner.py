@@ -211,6 +211,9 @@ def normalise(v: Any, env_values: dict[Any, str], key: str = "") -> Any:
       compared.
     - documentation (DescribeConfigs, KIP-569): prose for people, like error_message; only
       null vs text is compared.
+    - SCRAM salts need nothing: AlterUserScramCredentials' salt and salted password are the
+      corpus's own bytes (the random salt is the client's, not the broker's), and no answer
+      carries a salt or key (DescribeUserScramCredentials answers mechanisms and iterations).
     Nothing else is touched: error codes, offsets, timestamps, record bytes and every other
     field are compared as they are."""
     if isinstance(v, dict):

@@ -161,7 +161,7 @@ DEFINITIONS: tuple[ConfigDef, ...] = (
     D("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism of the broker's own connections to other brokers when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (it must be enabled there; the credentials are the username/password options of that listener's JAAS entry for it)."),
     D("connection.failed.authentication.delay.ms", "int", 100, "Delay before a connection whose SASL authentication failed is answered and closed (slows down password guessing).", _at_least(0), "[0,...]"),
     D("connections.max.reauth.ms", "long", 0, "SASL session lifetime (KIP-368), per mechanism also listener.name.<listener>.<mechanism>.connections.max.reauth.ms: SaslAuthenticate v1+ answers it, a client re-authenticates on the connection before it ends, and a request on a connection whose session ended closes the connection. 0: sessions never end.", _at_least(0), "[0,...]"),
-    D("inter.broker.listener.name", "string", None, "The listener other brokers (replica fetchers, the controller, the transaction marker sender) connect to; default: the listener named after security.inter.broker.protocol. Only one of the two may be set."),
+    D("inter.broker.listener.name", "string", None, "The listener other brokers (replica fetchers, the controller, the transaction marker sender) connect to; default: the listener named after security.inter.broker.protocol (a single node without a listener of that name: its first advertised listener, used by its own transaction marker sender with that listener's TLS and SASL). Only one of the two may be set."),
     D("security.inter.broker.protocol", "string", "PLAINTEXT", "The protocol brokers talk to each other with, when inter.broker.listener.name is not set (the listener of that name is used).", _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "[PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL]"),
     D("ssl.protocol", "string", "TLSv1.3", "The TLS protocol of the SSL context; the versions actually allowed are ssl.enabled.protocols.", _one_of("TLSv1.3", "TLSv1.2", "TLSv1.1", "TLSv1", "TLS"), "[TLSv1.3, TLSv1.2, TLSv1.1, TLSv1, TLS]"),
     D("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted on SSL listeners and used by the broker's own TLS connections (the lowest and highest listed bound them).", lambda v: bool(v) and all(p in ("TLSv1.3", "TLSv1.2", "TLSv1.1", "TLSv1") for p in v), "[TLSv1.3, TLSv1.2, TLSv1.1, TLSv1]"),
@@ -400,8 +400,13 @@ class KafkaConfig:
         # security.inter.broker.protocol
         self.inter_broker_listener_name: str = (
             (self.values["inter.broker.listener.name"] or self.values["security.inter.broker.protocol"]).upper())
-        if self.values["zookeeper.connect"] and self.inter_broker_listener_name not in {
-                a.name for a in self.advertised_listeners}:
+        advertised = {a.name for a in self.advertised_listeners}
+        if not self.values["zookeeper.connect"] and advertised and self.inter_broker_listener_name not in advertised:
+            # a single node's own connections (the transaction marker sender, KIP-890's
+            # AddPartitionsToTxn) reach itself: on its first advertised listener when the named
+            # one is not among them, with that listener's TLS and SASL as a cluster's would
+            self.inter_broker_listener_name = self.advertised_listeners[0].name
+        if self.values["zookeeper.connect"] and self.inter_broker_listener_name not in advertised:
             # other brokers would find no endpoint to replicate from (a single node has none)
             raise ConfigError(
                 f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
@@ -412,7 +417,7 @@ class KafkaConfig:
         from broker.sasl.listeners import SaslListeners, inter_broker_credentials
         SaslListeners(self)
         # the broker's own credentials on a SASL inter-broker listener
-        self.inter_broker_sasl = inter_broker_credentials(self) if self.values["zookeeper.connect"] else None
+        self.inter_broker_sasl = inter_broker_credentials(self)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

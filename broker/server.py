@@ -287,9 +287,10 @@ class BrokerServer:
             self.config, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
             controller=controller, spawn=self._spawn, elections=self.zk_mode)
         # the markers go to each partition's leader over the network, this broker included (as
-        # Kafka); a single node reaches itself on its advertised listener
+        # Kafka); a single node reaches itself on its inter-broker listener (KafkaConfig: its
+        # first advertised one when the named one is not advertised), with its TLS and SASL
         cfg = self.config
-        listener = self.inter_broker_listener_name if self.zk_mode else cfg.advertised_listeners[0].name
+        listener = self.inter_broker_listener_name
 
         def client(name: str) -> NetworkClient:
             """A client of the other brokers on `listener`: TLS when that listener is SSL, SASL

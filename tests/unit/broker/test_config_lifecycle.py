@@ -121,3 +121,22 @@ def test_sasl_inter_broker_credentials_come_from_the_listeners_jaas_entry() -> N
     with pytest.raises(ConfigError, match="username and password"):
         KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN", "sasl.jaas.config": no_own})
     assert KafkaConfig({**props, "inter.broker.listener.name": "PLAINTEXT"}).inter_broker_sasl is None
+
+
+def test_single_node_own_connections_use_its_first_listener_with_its_sasl() -> None:
+    """A single node whose named inter-broker listener (default PLAINTEXT) is not a listener
+    reaches itself (transaction markers) on its first advertised one, with that listener's SASL
+    credentials; a SASL one without them refuses the start as in a cluster."""
+    props = {"listeners": "SASL_SSL://127.0.0.1:9094,SASL_PLAINTEXT://127.0.0.1:9095",
+             "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS}
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol must be included"):
+        KafkaConfig(props)
+    cfg = KafkaConfig({**props, "sasl.mechanism.inter.broker.protocol": "PLAIN"})
+    assert cfg.inter_broker_listener_name == "SASL_SSL"
+    assert cfg.inter_broker_sasl is not None and cfg.inter_broker_sasl.username == "admin"
+    named = KafkaConfig({**props, "inter.broker.listener.name": "SASL_PLAINTEXT",
+                         "sasl.mechanism.inter.broker.protocol": "PLAIN"})
+    assert named.inter_broker_listener_name == "SASL_PLAINTEXT"
+    plain = KafkaConfig({"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094",
+                         "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS})
+    assert (plain.inter_broker_listener_name, plain.inter_broker_sasl) == ("PLAINTEXT", None)

@@ -96,6 +96,11 @@ class Cluster:
                 b.proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
             await asyncio.to_thread(b.kill)
 
+    def client_settings(self, i: int) -> dict[str, Any]:
+        """kafka-python settings of a client of broker i (a subclass's clients may use another
+        listener, with TLS and SASL)."""
+        return {"bootstrap_servers": self.brokers[i].bootstrap}
+
     def live(self) -> list[int]:
         return [i for i, b in self.brokers.items() if b.proc is not None and b.proc.poll() is None]
 

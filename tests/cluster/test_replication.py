@@ -40,9 +40,14 @@ LAG_MS = 800  # replica.lag.time.max.ms: well inside the 4 s session, so the lea
 cluster = cluster_fixture(f"replica.lag.time.max.ms={LAG_MS}")
 
 
-def produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> dict[bytes, tuple[int, int]]:
-    """Send with acks=all; the (partition, offset) each value was acknowledged at."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, request_timeout_ms=10_000)
+def settings(bootstrap: str | dict[str, Any]) -> dict[str, Any]:
+    return {"bootstrap_servers": bootstrap} if isinstance(bootstrap, str) else bootstrap
+
+
+def produce_acks_all(bootstrap: str | dict[str, Any], topic: str, values: list[bytes]) -> dict[bytes, tuple[int, int]]:
+    """Send with acks=all; the (partition, offset) each value was acknowledged at. `bootstrap`:
+    an address, or kafka-python settings (Cluster.client_settings)."""
+    producer = KafkaProducer(**settings(bootstrap), acks="all", linger_ms=2, request_timeout_ms=10_000)
     try:
         futures = [(v, producer.send(topic, v, partition=i % len(RF3))) for i, v in enumerate(values)]
         producer.flush(30)
@@ -51,9 +56,9 @@ def produce_acks_all(bootstrap: str, topic: str, values: list[bytes]) -> dict[by
         producer.close(5)
 
 
-def read_all(bootstrap: str, topic: str, expected: int) -> dict[bytes, tuple[int, int]]:
+def read_all(bootstrap: str | dict[str, Any], topic: str, expected: int) -> dict[bytes, tuple[int, int]]:
     """Every record of the topic's partitions from the start (assigned, no group), bounded."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=2000)
+    consumer = KafkaConsumer(**settings(bootstrap), enable_auto_commit=False, consumer_timeout_ms=2000)
     try:
         tps = [TopicPartition(topic, p) for p in RF3]
         consumer.assign(tps)
@@ -81,7 +86,7 @@ async def open_and_produce_rf3(cluster: Cluster) -> tuple[int, dict[bytes, tuple
     await cluster.open()
     cid, _ = await cluster.controller()
     values = [b"v%04d" % i for i in range(N)]
-    acked = await asyncio.to_thread(produce_acks_all, cluster.brokers[cid].bootstrap, "rf3", values)
+    acked = await asyncio.to_thread(produce_acks_all, cluster.client_settings(cid), "rf3", values)
     assert sorted(acked) == values
     return cid, acked
 
@@ -95,7 +100,7 @@ async def kill_a_leader_and_read_back(cluster: Cluster, cid: int, acked: dict[by
         lambda m: all(s[0] == 0 and s[1] not in (victim, -1) for s in partitions(m, "rf3").values()),
         "new leaders for the victim's partitions", timeout=PROMISE_S + WAIT)
     assert all(victim not in s[4] for s in partitions(view, "rf3").values())
-    read = await asyncio.to_thread(read_all, cluster.brokers[cid].bootstrap, "rf3", N)
+    read = await asyncio.to_thread(read_all, cluster.client_settings(cid), "rf3", N)
     assert read == acked  # same offsets, nothing lost, nothing else
 
 

@@ -191,6 +191,21 @@ def cluster_fixture(*overrides: str) -> Any:
     return cluster
 
 
+def subclass_fixture(cls: Callable[[ZooKeeperServer, Path], Cluster]) -> Any:
+    """A per-test ``cluster`` fixture of a Cluster subclass built from (zookeeper, root) (its
+    brokers' listeners, TLS, SASL), all its processes stopped at teardown."""
+
+    @pytest.fixture
+    async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[Cluster]:
+        c = cls(zookeeper, tmp_path)
+        try:
+            yield c
+        finally:
+            await c.close()
+
+    return cluster
+
+
 def rf3_moved_off(broker: int) -> Callable[[dict[str, Any]], bool]:
     """Every rf3 partition led by another broker, with `broker` out of its ISR."""
     def check(m: dict[str, Any]) -> bool:

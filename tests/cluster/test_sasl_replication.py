@@ -6,13 +6,10 @@ acks=all records survive the leader's kill -9, as over PLAINTEXT."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 from tests.broker_process import BrokerProcess, free_port
-from tests.cluster.processes import IDS, Cluster
+from tests.cluster.processes import IDS, Cluster, subclass_fixture
 from tests.cluster.test_replication import kill_a_leader_and_read_back, open_and_produce_rf3
 from tests.integration.test_sasl_clients import jaas
 from tests.zookeeper import ZooKeeperServer
@@ -40,13 +37,7 @@ class SaslCluster(Cluster):
         return b
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[SaslCluster]:
-    c = SaslCluster(zookeeper, tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close()
+cluster = subclass_fixture(SaslCluster)
 
 
 async def test_replication_over_sasl_survives_the_leaders_kill(cluster: SaslCluster) -> None:

@@ -12,15 +12,12 @@ leader's kill -9, as over PLAINTEXT."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from controller.zk.client import ZooKeeperClient
 from tests.broker_process import BrokerProcess, free_port
-from tests.cluster.processes import CHROOT, IDS, Cluster
+from tests.cluster.processes import CHROOT, IDS, Cluster, subclass_fixture
 from tests.cluster.test_replication import kill_a_leader_and_read_back, open_and_produce_rf3
 from tests.compat.jvm import run_tool
 from tests.tls_certs import PASSWORD, CertificateAuthority
@@ -83,13 +80,7 @@ class SaslSslCluster(Cluster):
                                     "--add-config", config, "--entity-type", "users", "--entity-name", user)
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> AsyncIterator[SaslSslCluster]:
-    c = SaslSslCluster(zookeeper, tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close()
+cluster = subclass_fixture(SaslSslCluster)
 
 
 async def test_replication_over_sasl_ssl_scram_survives_the_leaders_kill(cluster: SaslSslCluster) -> None:

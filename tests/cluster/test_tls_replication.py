@@ -11,10 +11,8 @@ import asyncio
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.broker_process import BrokerProcess, free_port
-from tests.cluster.processes import IDS, Cluster
+from tests.cluster.processes import IDS, Cluster, subclass_fixture
 from tests.cluster.test_replication import kill_a_leader_and_read_back, open_and_produce_rf3
 from tests.tls_certs import PASSWORD, CertificateAuthority
 from tests.zookeeper import ZooKeeperServer
@@ -44,13 +42,7 @@ class TlsCluster(Cluster):
         return b
 
 
-@pytest.fixture
-async def cluster(zookeeper: ZooKeeperServer, tmp_path: Path):
-    c = TlsCluster(zookeeper, tmp_path)
-    try:
-        yield c
-    finally:
-        await c.close()
+cluster = subclass_fixture(TlsCluster)
 
 
 async def test_replication_over_mutual_tls_survives_the_leaders_kill(cluster: TlsCluster) -> None:

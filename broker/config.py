@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.java_properties import parse_properties
 from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from broker.replica_selector import RACK_AWARE_REPLICA_SELECTOR, SELECTORS
 
@@ -226,25 +227,10 @@ def parse_value(d: ConfigDef, raw: Any) -> Any:
 
 
 def read_properties(text: str) -> dict[str, str]:
-    """Java .properties as Kafka's files use them: `key=value` or `key: value`, `#`/`!`
-    comments, backslash line continuations."""
-    props: dict[str, str] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while line.endswith("\\") and i < len(lines):
-            line = line[:-1] + lines[i].strip()
-            i += 1
-        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m is None:
-            props[line] = ""
-        else:
-            props[m.group(1)] = m.group(2)
-    return props
+    """Java .properties as Kafka's files use them (broker.java_properties: `key=value` or
+    `key: value`, `#`/`!` comments, backslash continuations and escapes), values trimmed as
+    Kafka's ConfigDef trims them."""
+    return {key: value.strip() for key, value in parse_properties(text).items()}
 
 
 @dataclass(frozen=True)
@@ -494,7 +480,10 @@ def read_properties_file(path: Path) -> dict[str, str]:
         raise ConfigError(f"Configuration file {path} is not a text properties file: {e}") from None
     if "\x00" in text or any(ord(ch) < 32 and ch not in "\t\n\r\f" for ch in text):
         raise ConfigError(f"Configuration file {path} is not a text properties file (it holds control bytes)")
-    props = read_properties(text)
+    try:
+        props = read_properties(text)
+    except ValueError as e:  # a malformed \uXXXX escape
+        raise ConfigError(f"Configuration file {path}: {e}") from None
     if not props:
         raise ConfigError(f"Configuration file {path} sets no properties (it is empty or all comments)")
     return props

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import sys
 
-__all__ = ["MetadataAnswer", "default_address", "main", "probe"]
+__all__ = ["MetadataAnswer", "default_address", "main", "probe", "probe_api_versions"]
 
 METADATA, VERSION = 3, 1
+API_VERSIONS = 18
 CLIENT_ID = b"odradek-healthcheck"
 
 
@@ -75,11 +77,27 @@ def decode_response(frame: bytes, correlation_id: int) -> MetadataAnswer:
     return MetadataAnswer(brokers, take(">i"))
 
 
-def probe(host: str, port: int, timeout: float = 5.0) -> MetadataAnswer:
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(encode_request(1))
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        return decode_response(_recv_exact(s, size), 1)
+def probe(host: str, port: int, timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> MetadataAnswer:
+    """Metadata v1 over a fresh connection (TLS with `ssl_context`)."""
+    return decode_response(_exchange(host, port, encode_request(1), timeout, ssl_context), 1)
+
+
+def probe_api_versions(host: str, port: int, timeout: float = 5.0, ssl_context: ssl.SSLContext | None = None) -> None:
+    """ApiVersions v0, the one request a SASL listener answers before authentication (the
+    operator CLI's reachability probe of a SASL broker); ValueError if the answer is not one."""
+    body = struct.pack(">hhih", API_VERSIONS, 0, 1, len(CLIENT_ID)) + CLIENT_ID
+    frame = _exchange(host, port, struct.pack(">i", len(body)) + body, timeout, ssl_context)
+    if len(frame) < 6 or struct.unpack_from(">i", frame)[0] != 1:
+        raise ValueError("response to another request")
+
+
+def _exchange(host: str, port: int, request: bytes, timeout: float, ssl_context: ssl.SSLContext | None) -> bytes:
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        s = raw if ssl_context is None else ssl_context.wrap_socket(raw, server_hostname=host)
+        with s:
+            s.sendall(request)
+            size = struct.unpack(">i", _recv_exact(s, 4))[0]
+            return _recv_exact(s, size)
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:

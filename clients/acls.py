@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option, broker_error
 
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
@@ -101,7 +102,7 @@ def acls() -> None:
 @click.option("--resource-pattern-type", default="any", show_default=True,
               type=click.Choice(["any", "match", "literal", "prefixed"], case_sensitive=False))
 @click.option("--principal", default=None, help="Only the ACLs of this principal.")
-def list_(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
+def list_(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
           transactional_id: tuple[str, ...], resource_pattern_type: str, principal: str | None) -> None:
     """Show the ACLs of the named resources (all of them when none is named).
 
@@ -125,7 +126,7 @@ def list_(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple
     filters = [ResourcePatternFilter(ResourceType[k], n, pattern) for k, n in named] or [
         ResourcePatternFilter(ResourceType.ANY, None, Pattern.ANY)]
     found: list[Any] = []
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         for rf in filters:
             result, error = admin.describe_acls(ACLFilter(principal, None, ACLOperation.ANY, ACLPermissionType.ANY, rf))
             if error is not None and getattr(error, "errno", 0):
@@ -162,7 +163,7 @@ entry_options = _options(
 @entry_options
 @click.option("--resource-pattern-type", default="literal", show_default=True,
               type=click.Choice(["literal", "prefixed"], case_sensitive=False))
-def add(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
+def add(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
         transactional_id: tuple[str, ...], allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
         allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
         resource_pattern_type: str) -> None:
@@ -184,7 +185,7 @@ def add(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[s
     pattern = Pattern[resource_pattern_type.upper()]
     wanted = [ACL(p, h, ACLOperation[op], ACLPermissionType[perm], ResourcePattern(ResourceType[k], n, pattern))
               for k, n in named for p, h, op, perm in entries]
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         result = admin.create_acls(wanted)
     for acl, error in result.get("failed", []):
         raise click.ClickException(f"{_entry_text(acl)} on {_pattern_text(acl.resource_pattern)}: "
@@ -198,7 +199,7 @@ def add(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[s
 @entry_options
 @click.option("--resource-pattern-type", default="literal", show_default=True,
               type=click.Choice(["any", "match", "literal", "prefixed"], case_sensitive=False))
-def remove(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
+def remove(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
            transactional_id: tuple[str, ...], allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
            allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
            resource_pattern_type: str) -> None:
@@ -229,7 +230,7 @@ def remove(bootstrap: str, timeout_s: float, topic: tuple[str, ...], group: tupl
         specs = [(None, None, ACLOperation.ANY, ACLPermissionType.ANY)]
     filters = [ACLFilter(p, h, op, perm, ResourcePatternFilter(ResourceType[k], n, pattern))
                for k, n in named for p, h, op, perm in specs]
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         results = admin.delete_acls(filters)
     for _flt, _deleted, error in results:
         if error is not None and getattr(error, "errno", 0):

@@ -16,6 +16,13 @@ from typing import Any, TypeVar
 
 import click
 
+from clients.client_properties import (
+    COMMAND_CONFIG_ENV,
+    ClientConfigError,
+    ClientProperties,
+    read_command_config,
+)
+
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "localhost:9092"
 
@@ -32,8 +39,34 @@ def bootstrap_server_option(f: F) -> F:
     )(f)
 
 
+def _command_config(ctx: click.Context, param: click.Parameter, path: str | None) -> ClientProperties:
+    """The --command-config file read and checked before the command runs: an unreadable file
+    or a key that cannot be honoured is a usage error naming the file and the key."""
+    if not path:
+        return ClientProperties()
+    try:
+        return read_command_config(path)
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {path}: {e.strerror or e}", ctx=ctx, param=param) from None
+    except ClientConfigError as e:
+        raise click.BadParameter(f"{path}: {e}", ctx=ctx, param=param) from None
+
+
+def command_config_option(f: F) -> F:
+    """`--command-config FILE` (parameter `client_config`, a ClientProperties), defaulting to
+    $ODRADEK_COMMAND_CONFIG: Kafka's client properties for every client the command builds."""
+    return click.option(
+        "--command-config", "client_config", metavar="FILE", envvar=COMMAND_CONFIG_ENV, show_envvar=True,
+        callback=_command_config,
+        help="Kafka client properties (security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config, "
+             "client.id, ...) for every client the command builds, as Kafka's tools take them.",
+    )(f)
+
+
 def bootstrap_option(f: F) -> F:
-    """`--bootstrap-server` / `-b` as above, plus `--timeout` (parameter `timeout_s`)."""
+    """`--bootstrap-server` / `-b` as above, plus `--timeout` (parameter `timeout_s`) and
+    `--command-config` (parameter `client_config`)."""
+    f = command_config_option(f)
     f = click.option(
         "--timeout", "timeout_s", type=float, default=10.0, show_default=True,
         help="Seconds to wait for a broker to answer before giving up.",
@@ -109,10 +142,10 @@ def _make_operator_admin(base: type) -> type:
     class OperatorAdmin(base):  # type: ignore[misc, valid-type]
         unreachable: dict[int, str]  # node id -> "host:port"
 
-        def avoid_unreachable(self, bootstrap: str, timeout_s: float) -> None:
+        def avoid_unreachable(self, bootstrap: str, timeout_s: float, client: ClientProperties) -> None:
             from clients.reachability import avoid_unreachable
 
-            self.unreachable = avoid_unreachable(self._manager, bootstrap, timeout_s)
+            self.unreachable = avoid_unreachable(self._manager, bootstrap, timeout_s, client)
 
         def list_groups(self, broker_ids: list[int] | None = None, **kwargs: Any) -> Any:
             if broker_ids is None:
@@ -123,19 +156,20 @@ def _make_operator_admin(base: type) -> type:
 
 
 @contextmanager
-def admin_client(bootstrap: str, timeout_s: float) -> Iterator[Any]:
-    """A connected kafka-python KafkaAdminClient that avoids brokers that do not answer (named
-    on standard error; their ids in `.unreachable`), closed afterwards."""
+def admin_client(bootstrap: str, timeout_s: float, client: ClientProperties | None = None) -> Iterator[Any]:
+    """A connected kafka-python KafkaAdminClient with the command's client properties (which win
+    over the defaults here) that avoids brokers that do not answer (named on standard error;
+    their ids in `.unreachable`), closed afterwards."""
     from kafka.admin import KafkaAdminClient
 
+    client = client or ClientProperties()
     with kafka_errors(bootstrap):
         ms = int(timeout_s * 1000)
-        admin = _make_operator_admin(KafkaAdminClient)(
-            bootstrap_servers=bootstrap, client_id="odradek-cli",
-            bootstrap_timeout_ms=ms, request_timeout_ms=max(ms, 1000),
-        )
+        settings = {"client_id": "odradek-cli", "bootstrap_timeout_ms": ms, "request_timeout_ms": max(ms, 1000),
+                    **client.kafka_python("admin")}
+        admin = _make_operator_admin(KafkaAdminClient)(bootstrap_servers=bootstrap, **settings)
         try:
-            admin.avoid_unreachable(bootstrap, timeout_s)
+            admin.avoid_unreachable(bootstrap, timeout_s, client)
             yield admin
         finally:
             admin.close()

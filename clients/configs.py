@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option, console, parse_pairs, split_names, table
 
 
@@ -63,7 +64,7 @@ def configs() -> None:
 @click.option("--broker", help="Broker id whose configs to show.")
 @click.option("--all", "show_all", is_flag=True,
               help="Show every config, defaults included (default: only overrides).")
-def describe(bootstrap: str, timeout_s: float, topic: str | None, broker: str | None,
+def describe(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str | None, broker: str | None,
              show_all: bool) -> None:
     """Show a topic's or a broker's configs: name, value, where it comes from.
 
@@ -73,7 +74,7 @@ def describe(bootstrap: str, timeout_s: float, topic: str | None, broker: str | 
       odradek configs describe --broker 0 --all
     """
     kind, name = _target(topic, broker)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         if kind == "topic":
             _require_topic(admin, name)
         described = admin.describe_configs([_resource(kind, name)],
@@ -97,7 +98,7 @@ def describe(bootstrap: str, timeout_s: float, topic: str | None, broker: str | 
 @click.option("--broker", help="Broker id to change.")
 @click.option("--add-config", multiple=True, metavar="K=V[,K=V]", help="Keys to set.")
 @click.option("--delete-config", multiple=True, metavar="K[,K]", help="Keys to reset to default.")
-def alter(bootstrap: str, timeout_s: float, topic: str | None, broker: str | None,
+def alter(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str | None, broker: str | None,
           add_config: tuple[str, ...], delete_config: tuple[str, ...]) -> None:
     """Set or remove config overrides of a topic or a broker.
 
@@ -111,6 +112,6 @@ def alter(bootstrap: str, timeout_s: float, topic: str | None, broker: str | Non
     deletes = split_names(delete_config)
     if not sets and not deletes:
         raise click.UsageError("nothing to alter: give --add-config or --delete-config")
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         alter_resource_configs(admin, kind, name, sets, deletes)
     click.echo(f"Completed updating config for {kind} {name}.")

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import bootstrap_option, kafka_errors
 from clients.groups import parse_datetime
 from clients.reachability import avoid_unreachable
@@ -111,7 +112,7 @@ def _offset_value(text: str | None) -> str | None:
 @click.option("--separator", default="\t", show_default="tab", help="Between printed fields.")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True)
-def consume(bootstrap: str, timeout_s: float, topic: str, from_beginning: bool, offset: str | None,
+def consume(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str, from_beginning: bool, offset: str | None,
             from_timestamp: str | None, group: str | None, partitions: tuple[int, ...],
             max_messages: int | None, idle_timeout_ms: int | None, print_timestamp: bool,
             print_partition: bool, print_offset: bool, print_headers: bool, print_key: bool,
@@ -137,15 +138,18 @@ def consume(bootstrap: str, timeout_s: float, topic: str, from_beginning: bool, 
     out = sys.stdout.buffer
     count = 0
     with kafka_errors(bootstrap):
+        # defaults < --command-config < this command's own options
         consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, client_id="odradek-cli-consumer", group_id=group,
-            enable_auto_commit=bool(group), allow_auto_create_topics=False,
-            auto_offset_reset="earliest" if from_beginning else "latest",
-            isolation_level=isolation_level, bootstrap_timeout_ms=int(timeout_s * 1000),
-            request_timeout_ms=max(int(timeout_s * 1000), 1000) + 1000,
+            bootstrap_servers=bootstrap,
+            **{"client_id": "odradek-cli-consumer", "bootstrap_timeout_ms": int(timeout_s * 1000),
+               "request_timeout_ms": max(int(timeout_s * 1000), 1000) + 1000,
+               **client_config.kafka_python("consumer"),
+               "group_id": group, "enable_auto_commit": bool(group), "allow_auto_create_topics": False,
+               "auto_offset_reset": "earliest" if from_beginning else "latest",
+               "isolation_level": isolation_level},
         )
         try:
-            avoid_unreachable(consumer._manager, bootstrap, timeout_s)
+            avoid_unreachable(consumer._manager, bootstrap, timeout_s, client_config)
             known = consumer.partitions_for_topic(topic)
             if not known:
                 raise click.ClickException(f"topic '{topic}' does not exist")

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import (
     admin_client,
     bootstrap_option,
@@ -90,7 +91,7 @@ ANY_STATE = "\0any"
 @click.option("--state", "states", multiple=True, is_flag=False, flag_value=ANY_STATE,
               help="Print each group's state; with a value, only groups in that state "
                    "(Stable, Empty, PreparingRebalance, ...).")
-def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...]) -> None:
+def list_(bootstrap: str, timeout_s: float, client_config: ClientProperties, states: tuple[str, ...]) -> None:
     """Print every consumer group's name (with --state: name and state).
 
     \b
@@ -101,7 +102,7 @@ def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...]) -> None:
     """
     with_state = bool(states)
     wanted = split_names(s for s in states if s != ANY_STATE)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         found = admin.list_groups(states_filter=wanted or None)
     found.sort(key=lambda g: g["group_id"])
     if not with_state:
@@ -139,8 +140,8 @@ def _chosen_groups(admin: Any, names: tuple[str, ...], all_groups: bool) -> list
 @click.option("--offsets", "view", flag_value="offsets", default=True,
               help="Per-partition offsets and lag (the default).")
 @watch_options
-def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool,
-             view: str, watch: bool, interval_s: float) -> None:
+def describe(bootstrap: str, timeout_s: float, client_config: ClientProperties, names: tuple[str, ...],
+             all_groups: bool, view: str, watch: bool, interval_s: float) -> None:
     """Show a group's partitions with current offset, log end offset and lag.
 
     \b
@@ -157,7 +158,7 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_group
         raise click.UsageError("give group names or --all-groups")
 
     def snapshot() -> Group:
-        with admin_client(bootstrap, timeout_s) as admin:
+        with admin_client(bootstrap, timeout_s, client_config) as admin:
             return Group(*(part for group in _chosen_groups(admin, names, all_groups)
                            for part in _describe_view(admin, group, view)))
 
@@ -212,7 +213,7 @@ def _describe_view(admin: Any, group: str, view: str) -> list[Any]:
 @bootstrap_option
 @click.argument("names", nargs=-1)
 @all_groups_option
-def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool) -> None:
+def delete(bootstrap: str, timeout_s: float, client_config: ClientProperties, names: tuple[str, ...], all_groups: bool) -> None:
     """Delete consumer groups (they must have no active members) and their offsets.
 
     \b
@@ -220,7 +221,7 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups:
       odradek groups delete my-app old-app
       odradek groups delete --all-groups
     """
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         wanted = _chosen_groups(admin, names, all_groups)
         if not wanted:
             click.echo("There are no consumer groups to delete.")
@@ -243,7 +244,7 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups:
 @click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,P]",
               help="Topic whose committed offsets to delete, optionally only some partitions "
                    "(repeatable).")
-def delete_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[str, ...]) -> None:
+def delete_offsets(bootstrap: str, timeout_s: float, client_config: ClientProperties, group: str, topics: tuple[str, ...]) -> None:
     """Delete GROUP's committed offsets of some topics or partitions (OffsetDelete), as
     kafka-consumer-groups.sh --delete-offsets. A group still subscribed to a topic keeps its
     offsets (GROUP_SUBSCRIBED_TO_TOPIC); an Empty group left without offsets is removed.
@@ -253,7 +254,7 @@ def delete_offsets(bootstrap: str, timeout_s: float, group: str, topics: tuple[s
       odradek groups delete-offsets my-app --topic clicks
       odradek groups delete-offsets my-app --topic clicks:0,1 --topic views
     """
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         _describe(admin, group)  # a group that does not exist is one clear line
         tps = _partitions_of(admin, topics)
         results = admin.delete_group_offsets(group, tps)  # a group-level error raises
@@ -330,7 +331,7 @@ def plan_reset(strategy: str, value: Any, current: dict[tuple[str, int], int],
 @click.option("--to-datetime", help="First offset at or after YYYY-MM-DDTHH:mm:SS[.sss][zone].")
 @click.option("--dry-run/--execute", default=True, show_default=True,
               help="Preview (default) or commit the new offsets.")
-def reset_offsets(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_groups: bool,
+def reset_offsets(bootstrap: str, timeout_s: float, client_config: ClientProperties, names: tuple[str, ...], all_groups: bool,
                   topics: tuple[str, ...], all_topics: bool, strategy: str | None,
                   to_offset: int | None, shift_by: int | None, to_datetime: str | None,
                   dry_run: bool) -> None:
@@ -358,7 +359,7 @@ def reset_offsets(bootstrap: str, timeout_s: float, names: tuple[str, ...], all_
         raise click.UsageError("give --topic (repeatable) or --all-topics")
 
     t = table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         for group in _chosen_groups(admin, names, all_groups):
             plan = _reset_group(admin, group, topics, all_topics, strategy, value, to_datetime,
                                 dry_run)

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientConfigError, ClientProperties
 from clients.common import bootstrap_option, parse_pairs
 from clients.perf_stats import CONSUME_HEADER, E2EResult, histogram, render_histogram
 from clients.progress import progress, progress_interval_option
@@ -54,6 +55,14 @@ def perf_errors() -> Iterator[None]:
         raise click.ClickException(err.str() if hasattr(err, "str") else str(err)) from None
 
 
+def librdkafka_properties(client_config: ClientProperties) -> dict[str, str]:
+    """--command-config as librdkafka properties (under the -X ones, which win)."""
+    try:
+        return client_config.librdkafka()
+    except ClientConfigError as e:
+        raise click.BadParameter(f"{client_config.origin}: {e}", param_hint="'--command-config'") from None
+
+
 def props_option(name: str, short: str, what: str) -> Callable[[Any], Any]:
     return click.option(name, short, "props", multiple=True, metavar="KEY=VALUE",
                         help=f"Any librdkafka {what} property (repeatable).")
@@ -72,9 +81,9 @@ def props_option(name: str, short: str, what: str) -> Callable[[Any], Any]:
 @click.option("--compression", "-z", type=click.Choice(CODECS), default="none", show_default=True)
 @props_option("--producer-prop", "-X", "producer")
 @progress_interval_option
-def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, record_size: int,
-                throughput: float, acks: str, compression: str, props: tuple[str, ...],
-                progress_interval_s: float) -> None:
+def produce_cmd(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str,
+                num_records: int, record_size: int, throughput: float, acks: str, compression: str,
+                props: tuple[str, ...], progress_interval_s: float) -> None:
     """Send records to TOPIC as fast as possible (or at --throughput) and print
     kafka-producer-perf-test's summary line: records/s, MB/s, average and maximum latency and
     the 50th/95th/99th/99.9th percentiles (send to acknowledgement, ms).
@@ -93,7 +102,7 @@ def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, 
     """
     from clients.perf_run import run_produce
 
-    extra = parse_pairs(props)
+    extra = {**librdkafka_properties(client_config), **parse_pairs(props)}
     with perf_errors(), progress(num_records, f"producing to {topic}", progress_interval_s,
                                  "records") as update:
         result = run_produce(bootstrap, topic, num_records, record_size, throughput, acks,
@@ -116,9 +125,9 @@ def produce_cmd(bootstrap: str, timeout_s: float, topic: str, num_records: int, 
 @click.option("--hide-header", is_flag=True, help="Print the figures without the header line.")
 @props_option("--consumer-prop", "-X", "consumer")
 @progress_interval_option
-def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, group: str | None,
-                from_latest: bool, hide_header: bool, props: tuple[str, ...],
-                progress_interval_s: float) -> None:
+def consume_cmd(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str,
+                messages: int, group: str | None, from_latest: bool, hide_header: bool,
+                props: tuple[str, ...], progress_interval_s: float) -> None:
     """Consume records from TOPIC and print kafka-consumer-perf-test's figures: start and end
     time, MB consumed, MB/s, records, records/s, start-up time (rebalance.time.ms: group join,
     metadata, offsets) and the rates from the first record on (fetch.*). Stops with exit code 1
@@ -132,7 +141,7 @@ def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, gro
     """
     from clients.perf_run import run_consume
 
-    extra = parse_pairs(props)
+    extra = {**librdkafka_properties(client_config), **parse_pairs(props)}
     with perf_errors(), progress(messages, f"consuming {topic}", progress_interval_s, "records") as update:
         result = run_consume(bootstrap, topic, messages, group, from_latest, extra, timeout_s,
                              update)
@@ -161,7 +170,8 @@ def consume_cmd(bootstrap: str, timeout_s: float, topic: str, messages: int, gro
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a latency plot (PNG) to this file.")
 @progress_interval_option
-def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration: float,
+def e2e_cmd(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str,
+            rate: float, duration: float,
             record_size: int, acks: str, producer_props: tuple[str, ...],
             consumer_props: tuple[str, ...], plot: Path | None,
             progress_interval_s: float) -> None:
@@ -180,7 +190,8 @@ def e2e_cmd(bootstrap: str, timeout_s: float, topic: str, rate: float, duration:
     if plot is not None:
         require_matplotlib()
     num = max(1, round(rate * duration))
-    pprops, cprops = parse_pairs(producer_props), parse_pairs(consumer_props)
+    common = librdkafka_properties(client_config)
+    pprops, cprops = {**common, **parse_pairs(producer_props)}, {**common, **parse_pairs(consumer_props)}
     with perf_errors(), progress(num, f"round trips via {topic}", progress_interval_s, "records") as update:
         result = run_e2e(bootstrap, topic, rate, num, record_size, acks, pprops, cprops,
                          timeout_s, update, notice=lambda text: click.echo(text, err=True))

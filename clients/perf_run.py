@@ -104,13 +104,14 @@ def _metadata(client: Any, bootstrap: str, timeout_s: float, errors: list[str] |
             f"${BOOTSTRAP_ENV}){seen}: {_text(e)}") from None
 
 
-def _create_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
-    """CreateTopics for `topic` as Kafka's EndToEndLatency does (1 partition, replication 1);
-    a topic someone else created meanwhile is fine."""
+def _create_topic(bootstrap: str, topic: str, timeout_s: float, props: Mapping[str, Any] | None = None) -> None:
+    """CreateTopics for `topic` as Kafka's EndToEndLatency does (1 partition, replication 1),
+    with the client's `props` (its security settings); a topic someone else created meanwhile
+    is fine."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = _client(AdminClient, {"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = _client(AdminClient, {"bootstrap.servers": bootstrap, **(props or {}), "log_level": 0})
     futures = admin.create_topics([NewTopic(topic, E2E_TOPIC_PARTITIONS,
                                             E2E_TOPIC_REPLICATION_FACTOR)],
                                   request_timeout=timeout_s)
@@ -124,7 +125,7 @@ def _create_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
 
 def partitions_of(client: Any, bootstrap: str, topic: str, timeout_s: float,
                   errors: list[str] | None = None, missing: str = REFUSE,
-                  notice: Callable[[str], None] | None = None) -> int:
+                  notice: Callable[[str], None] | None = None, props: Mapping[str, Any] | None = None) -> int:
     """The partition count of `topic` from a Metadata request for all topics (asking does not
     auto-create it); PerfError if no broker answers. A missing topic is refused (REFUSE), asked
     for by name so that a broker with auto.create.topics.enable creates it (AUTO_CREATE, the
@@ -137,7 +138,7 @@ def partitions_of(client: Any, bootstrap: str, topic: str, timeout_s: float,
             notice(f'Topic "{topic}" does not exist. Will create topic with '
                    f"{E2E_TOPIC_PARTITIONS} partition(s) and replication factor = "
                    f"{E2E_TOPIC_REPLICATION_FACTOR}")
-        _create_topic(bootstrap, topic, timeout_s)
+        _create_topic(bootstrap, topic, timeout_s, props)
     if meta is None and missing in (AUTO_CREATE, CREATE):
         deadline = time.monotonic() + timeout_s
         while True:
@@ -329,7 +330,7 @@ def run_e2e(bootstrap: str, topic: str, rate: float, num_records: int, record_si
         "acks": acks, "linger.ms": 0, "message.timeout.ms": max(30_000, int(timeout_s * 1000)),
         **(producer_props or {})}, errors))
     partitions = partitions_of(producer, bootstrap, topic, timeout_s, errors, missing=CREATE,
-                               notice=notice)
+                               notice=notice, props=producer_props)
     consumer = _client(Consumer, consumer_config(bootstrap, None, False, {
         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1, **(consumer_props or {})}, errors))
     try:

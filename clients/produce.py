@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option, error_text, kafka_errors, parse_pairs
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -44,7 +45,7 @@ def parse_line(line: bytes, key_separator: bytes | None, lineno: int) -> tuple[b
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
 @click.option("--compression", "-z", type=click.Choice(CODECS), default="none", show_default=True)
 @click.option("--linger-ms", type=int, default=5, show_default=True)
-def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
+def produce(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str, path: Path | None,
             key_separator: str | None, headers: tuple[str, ...], partition: int | None,
             acks: str, compression: str, linger_ms: int) -> None:
     """Send each line of standard input (or --file) as a record to TOPIC.
@@ -66,14 +67,15 @@ def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
     sep = key_separator.encode() if key_separator is not None else None
     failures: list[BaseException] = []
     sent = 0
-    existed = _topic_exists(bootstrap, timeout_s, topic)
+    existed = _topic_exists(bootstrap, timeout_s, client_config, topic)
     with kafka_errors(bootstrap):
+        # defaults < --command-config < this command's own options
         producer = KafkaProducer(
-            bootstrap_servers=bootstrap, client_id="odradek-cli-producer",
-            acks="all" if acks == "all" else int(acks),
-            compression_type=None if compression == "none" else compression,
-            linger_ms=linger_ms, max_block_ms=int(timeout_s * 1000),
-            bootstrap_timeout_ms=int(timeout_s * 1000),
+            bootstrap_servers=bootstrap,
+            **{"client_id": "odradek-cli-producer", "max_block_ms": int(timeout_s * 1000),
+               "bootstrap_timeout_ms": int(timeout_s * 1000), **client_config.kafka_python("producer"),
+               "acks": "all" if acks == "all" else int(acks),
+               "compression_type": None if compression == "none" else compression, "linger_ms": linger_ms},
         )
         try:
             if not existed:
@@ -96,10 +98,10 @@ def produce(bootstrap: str, timeout_s: float, topic: str, path: Path | None,
     click.echo(f"Produced {sent} records to {topic}.", err=True)
 
 
-def _topic_exists(bootstrap: str, timeout_s: float, topic: str) -> bool:
+def _topic_exists(bootstrap: str, timeout_s: float, client_config: ClientProperties, topic: str) -> bool:
     """Whether TOPIC exists, asked without creating it (and warning about brokers that do not
     answer, as every command does)."""
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         return any(t["name"] == topic and t["error_code"] == 0 for t in admin.describe_topics([topic]))
 
 

@@ -21,16 +21,24 @@ from typing import Any
 import click
 
 from broker.healthcheck import probe as wire_probe
+from broker.healthcheck import probe_api_versions
+from clients.client_properties import ClientProperties
 
 PROBE_TIMEOUT_S = 2.0  # how long a live broker may take to answer
 
 
-def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S, client: ClientProperties | None = None) -> str | None:
     """None when the broker at host:port answers within timeout_s, else why not. The request is
     the container health check's Metadata v1 (broker.healthcheck: encoded by hand, one round
-    trip); any well-formed answer counts, whatever it says about the cluster."""
+    trip), over TLS when the command's client properties say SSL; a SASL listener answers only
+    ApiVersions before authentication, so that is what it is asked. Any well-formed answer
+    counts, whatever it says about the cluster."""
+    client = client or ClientProperties()
     try:
-        wire_probe(host, port, timeout_s)
+        if client.sasl:
+            probe_api_versions(host, port, timeout_s, client.ssl_context())
+        else:
+            wire_probe(host, port, timeout_s, client.ssl_context())
     except TimeoutError:
         return f"no answer within {timeout_s:g}s"
     except (ValueError, struct.error):
@@ -46,7 +54,8 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def unanswered(addresses: Iterable[tuple[str, int]], timeout_s: float) -> dict[tuple[str, int], str]:
+def unanswered(addresses: Iterable[tuple[str, int]], timeout_s: float,
+               client: ClientProperties | None = None) -> dict[tuple[str, int], str]:
     """The addresses that do not answer, with the reason; probed in parallel, so a command with
     several dead brokers waits one probe timeout, not one each."""
     targets = sorted(set(addresses))
@@ -54,7 +63,7 @@ def unanswered(addresses: Iterable[tuple[str, int]], timeout_s: float) -> dict[t
         return {}
     limit = min(timeout_s, PROBE_TIMEOUT_S)
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-        reasons = list(pool.map(lambda a: probe(a[0], a[1], limit), targets))
+        reasons = list(pool.map(lambda a: probe(a[0], a[1], limit, client), targets))
     return {a: r for a, r in zip(targets, reasons, strict=True) if r is not None}
 
 
@@ -63,7 +72,8 @@ def warn(text: str) -> None:
     click.echo(f"Warn: {text}", err=True)
 
 
-def avoid_unreachable(manager: Any, bootstrap: str, timeout_s: float) -> dict[int, str]:
+def avoid_unreachable(manager: Any, bootstrap: str, timeout_s: float,
+                      client: ClientProperties | None = None) -> dict[int, str]:
     """Probe the bootstrap servers and every broker a kafka-python client's metadata lists, warn
     about each that does not answer, and keep the client away from those brokers for the rest of
     the command; their ids -> "host:port".
@@ -74,7 +84,7 @@ def avoid_unreachable(manager: Any, bootstrap: str, timeout_s: float) -> dict[in
     nodes = {(b.host, b.port): b.node_id for b in manager.cluster.brokers()}
     seeds = {split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()}
     unreachable: dict[int, str] = {}
-    for (host, port), why in unanswered([*nodes, *seeds], timeout_s).items():
+    for (host, port), why in unanswered([*nodes, *seeds], timeout_s, client).items():
         node = nodes.get((host, port))
         if node is None:
             warn(f"bootstrap server {host}:{port} does not answer ({why})")

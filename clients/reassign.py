@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option
 from clients.configs import alter_resource_configs
 from clients.progress import progress, progress_interval_option
@@ -61,8 +62,8 @@ def throttled_replicas(parts: dict[int, list[int]]) -> str:
               help="Bound the replication of the moving replicas (bytes/s per broker) until the move ends.")
 @click.option("--no-wait", is_flag=True, help="Return once the controller accepted the plan.")
 @progress_interval_option
-def reassign(bootstrap: str, timeout_s: float, plan_file: Path, throttle: int | None, no_wait: bool,
-             progress_interval_s: float) -> None:
+def reassign(bootstrap: str, timeout_s: float, client_config: ClientProperties, plan_file: Path,
+             throttle: int | None, no_wait: bool, progress_interval_s: float) -> None:
     """Move partitions' replicas as the plan says, and wait until every move is complete.
 
     \b
@@ -74,7 +75,7 @@ def reassign(bootstrap: str, timeout_s: float, plan_file: Path, throttle: int | 
     from kafka import TopicPartition
 
     plan = read_plan(plan_file)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         current = _current_replicas(admin, plan)
         if throttle is not None:
             _set_throttles(admin, plan, current, throttle)

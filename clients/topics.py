@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option, broker_error, parse_pairs, split_names
 from clients.progress import Update, progress, progress_interval_option
 from clients.reassign import reassign
@@ -44,14 +45,14 @@ def topics() -> None:
 @topics.command("list")
 @bootstrap_option
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (__consumer_offsets).")
-def list_(bootstrap: str, timeout_s: float, exclude_internal: bool) -> None:
+def list_(bootstrap: str, timeout_s: float, client_config: ClientProperties, exclude_internal: bool) -> None:
     """Print the name of every topic, one per line.
 
     \b
     Example:
       odradek topics list --exclude-internal
     """
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         described = admin.describe_topics()
     for t in sorted(described, key=lambda t: t["name"]):
         if not (exclude_internal and t.get("is_internal")):
@@ -96,7 +97,7 @@ def kafka_uuid(value: Any) -> str:
               help="Only partitions whose ISR is smaller than the topic's min.insync.replicas (or without a leader).")
 @click.option("--unavailable-partitions", "unavailable", is_flag=True,
               help="Only partitions without a live leader.")
-def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_internal: bool,
+def describe(bootstrap: str, timeout_s: float, client_config: ClientProperties, names: tuple[str, ...], exclude_internal: bool,
              under_replicated: bool, under_min_isr: bool, unavailable: bool) -> None:
     """Show partitions with leader, replicas and ISR (all topics when no NAMES are given). The
     filters are kafka-topics.sh's: with one, only the partitions it selects are printed, without
@@ -108,7 +109,7 @@ def describe(bootstrap: str, timeout_s: float, names: tuple[str, ...], exclude_i
       odradek topics describe --under-replicated-partitions
     """
     wanted = split_names(names)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         described = admin.describe_topics(wanted or None)
         missing = [t["name"] for t in described if t["error_code"] == 3]
         if missing:
@@ -171,9 +172,9 @@ def _warn_stale_leaders(described: list[dict[str, Any]], unreachable: dict[int, 
 @click.option("--if-not-exists", is_flag=True, help="Succeed quietly when the topic exists.")
 @click.option("--validate-only", is_flag=True, help="Ask the broker to check, not create.")
 @progress_interval_option
-def create(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
-           replication_factor: int | None, config: tuple[str, ...], if_not_exists: bool,
-           validate_only: bool, progress_interval_s: float) -> None:
+def create(bootstrap: str, timeout_s: float, client_config: ClientProperties, name: str,
+           partitions: int | None, replication_factor: int | None, config: tuple[str, ...],
+           if_not_exists: bool, validate_only: bool, progress_interval_s: float) -> None:
     """Create topic NAME and wait (up to --timeout) until every partition has a leader, so the
     topic can be written as soon as the command returns (CreateTopics answers once the topic is
     recorded; the leaders are elected after). Progress goes to standard error.
@@ -186,7 +187,7 @@ def create(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
     spec = {name: {"num_partitions": partitions or -1,
                    "replication_factor": replication_factor or -1,
                    "configs": parse_pairs(config)}}
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         if validate_only:
             result = admin.create_topics(spec, validate_only=True, raise_errors=False)
             _fail_on_errors(result["topics"])
@@ -228,7 +229,7 @@ def _wait_for_leaders(admin: Any, name: str, total: int, timeout_s: float, updat
 @bootstrap_option
 @click.argument("names", nargs=-1, required=True)
 @click.option("--if-exists", is_flag=True, help="Succeed quietly for topics that do not exist.")
-def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], if_exists: bool) -> None:
+def delete(bootstrap: str, timeout_s: float, client_config: ClientProperties, names: tuple[str, ...], if_exists: bool) -> None:
     """Delete the topics NAMES (and all their data).
 
     \b
@@ -236,7 +237,7 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], if_exists: 
       odradek topics delete clicks page-counts
     """
     wanted = split_names(names)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         result = admin.delete_topics(wanted, raise_errors=False)
     rows = result["topics"]
     _fail_on_errors(rows, {3} if if_exists else set())  # UNKNOWN_TOPIC_OR_PARTITION
@@ -254,7 +255,7 @@ def delete(bootstrap: str, timeout_s: float, names: tuple[str, ...], if_exists: 
               help="Set a topic config (repeatable or comma-separated).")
 @click.option("--delete-config", multiple=True, metavar="KEY",
               help="Remove a topic config override, back to the broker default.")
-def alter(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
+def alter(bootstrap: str, timeout_s: float, client_config: ClientProperties, name: str, partitions: int | None,
           config: tuple[str, ...], delete_config: tuple[str, ...]) -> None:
     """Add partitions to topic NAME or change its configs.
 
@@ -269,7 +270,7 @@ def alter(bootstrap: str, timeout_s: float, name: str, partitions: int | None,
     deletes = split_names(delete_config)
     if partitions is None and not sets and not deletes:
         raise click.UsageError("nothing to alter: give --partitions, --config or --delete-config")
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         if partitions is not None:
             result = admin.create_partitions({name: partitions}, raise_errors=False)
             _fail_on_errors(result.to_dict()["results"])

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option, split_names
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
@@ -53,7 +54,7 @@ def transactions() -> None:
 @click.option("--producer-id", "producer_ids", multiple=True, type=int, help="Only this producer id (repeatable).")
 @click.option("--duration-filter", "duration_ms", type=int,
               help="Only transactions running longer than this many milliseconds (KIP-994).")
-def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...], producer_ids: tuple[int, ...],
+def list_(bootstrap: str, timeout_s: float, client_config: ClientProperties, states: tuple[str, ...], producer_ids: tuple[int, ...],
           duration_ms: int | None) -> None:
     """Print every transactional id each coordinator knows: its coordinator, producer id and
     state.
@@ -64,7 +65,7 @@ def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...], producer_id
       odradek transactions list --state Ongoing --state PrepareCommit
       odradek transactions list --duration-filter 900000
     """
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         brokers = sorted(b.node_id for b in admin._manager.cluster.brokers() if b.node_id not in admin.unreachable)
         found = admin.list_transactions(broker_ids=brokers, producer_id_filters=list(producer_ids) or None,
                                         state_filters=split_names(states) or None, duration_filter_ms=duration_ms)
@@ -76,7 +77,7 @@ def list_(bootstrap: str, timeout_s: float, states: tuple[str, ...], producer_id
 @transactions.command()
 @bootstrap_option
 @click.option("--transactional-id", "transactional_id", required=True, help="The transactional id.")
-def describe(bootstrap: str, timeout_s: float, transactional_id: str) -> None:
+def describe(bootstrap: str, timeout_s: float, client_config: ClientProperties, transactional_id: str) -> None:
     """Print a transactional id's state at its coordinator: producer id and epoch, timeout, the
     current transaction's start time and duration, and its partitions.
 
@@ -86,7 +87,7 @@ def describe(bootstrap: str, timeout_s: float, transactional_id: str) -> None:
     """
     from kafka import errors as Errors
 
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
         try:
             d = admin.describe_transactions([transactional_id])[transactional_id]
         except Errors.TransactionalIdNotFoundError:

@@ -54,8 +54,8 @@ _MANAGED_PRODUCER = {
     "value_serializer": "values are written from the 'value' column (string or binary)",
     "transactional_id": "the odradek sink does not write in transactions (neither does Spark's kafka sink)",
 }
-#: kafka-python settings whose default is None but whose value is a number or a version.
-_NUMERIC_NONE_DEFAULTS = ("receive_buffer_bytes", "send_buffer_bytes")
+#: Java client keys mapped through clients/client_properties.py (TLS and SASL).
+_SECURITY_PREFIXES = ("security.", "ssl.", "sasl.")
 
 
 @dataclass(frozen=True)
@@ -176,48 +176,45 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool) -> Write
 def kafka_client_config(kafka_options: Mapping[str, str],
                         role: Literal["consumer", "producer"]) -> dict[str, Any]:
     """`{"fetch.max.bytes": "1048576"}` -> `{"fetch_max_bytes": 1048576}` for kafka-python,
-    refusing names kafka-python does not know and settings the data source owns."""
+    refusing names kafka-python does not know and settings the data source owns. The security
+    keys of a Java client (`security.protocol`, `ssl.*`, `sasl.mechanism`, `sasl.jaas.config`)
+    are mapped as the CLI's --command-config maps them (clients/client_properties.py), so the
+    options of Spark's kafka source work unchanged; the TLS context they make pickles as its
+    options and is rebuilt on each executor."""
     from kafka import KafkaConsumer, KafkaProducer
+
+    from clients.client_properties import (
+        ClientConfigError,
+        ClientProperties,
+        kafka_python_name,
+        typed_setting,
+    )
 
     defaults = (KafkaConsumer if role == "consumer" else KafkaProducer).DEFAULT_CONFIG
     managed = _MANAGED_CONSUMER if role == "consumer" else _MANAGED_PRODUCER
     out: dict[str, Any] = {}
-    for java_name, raw in kafka_options.items():
-        name = java_name.replace(".", "_")
-        option = f"kafka.{java_name}"
-        if name in managed:
-            raise OptionError(f"option '{option}' is not supported: {managed[name]}")
-        if name not in defaults:
-            raise OptionError(f"option '{option}' is not a kafka-python {role} setting "
-                              f"(kafka.* options are passed to kafka-python as '{name}')")
-        out[name] = _typed(option, name, raw, defaults[name])
+    security: dict[str, str] = {}
+    try:
+        for java_name, raw in kafka_options.items():
+            if java_name.startswith(_SECURITY_PREFIXES):
+                security[java_name] = raw
+                continue
+            name = kafka_python_name(java_name)
+            option = f"kafka.{java_name}"
+            if name in managed:
+                raise OptionError(f"option '{option}' is not supported: {managed[name]}")
+            if name not in defaults:
+                raise OptionError(f"option '{option}' is not a kafka-python {role} setting "
+                                  f"(kafka.* options are passed to kafka-python as '{name}')")
+            out[name] = typed_setting(java_name, raw, defaults[name])
+        out |= ClientProperties(security, origin="kafka.* options").security_kafka_python()
+    except ClientConfigError as e:
+        raise OptionError(f"option 'kafka.{e.key}': {e.reason}" if e.key else f"kafka.* options: {e}") from None
     level = out.get("isolation_level")
     if level is not None and level not in ("read_uncommitted", "read_committed"):
         raise OptionError("option 'kafka.isolation.level' must be read_uncommitted or "
                           f"read_committed, got {level!r}")
     return out
-
-
-def _typed(option: str, name: str, raw: str, default: Any) -> Any:
-    text = raw.strip()
-    try:
-        if isinstance(default, bool):
-            return _bool(option, text)
-        if name == "acks":
-            return text if text == "all" else int(text)
-        if isinstance(default, int) or name in _NUMERIC_NONE_DEFAULTS:
-            return int(text)
-        if isinstance(default, float):
-            return float(text) if "." in text or text.lower() == "inf" else int(text)
-        if name == "api_version":
-            return tuple(int(part) for part in text.split("."))
-        if name == "compression_type":
-            return None if text.lower() == "none" else text.lower()
-    except ValueError:
-        raise OptionError(f"option '{option}': {raw!r} is not a valid value") from None
-    if default is None or isinstance(default, str):
-        return raw
-    raise OptionError(f"option '{option}' cannot be set from a string option")
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -250,7 +247,8 @@ def _is_client_setting(name: str) -> bool:
     from kafka import KafkaConsumer, KafkaProducer
 
     python_name = name.replace(".", "_")
-    return "." in name and (python_name in KafkaConsumer.DEFAULT_CONFIG or python_name in KafkaProducer.DEFAULT_CONFIG)
+    return "." in name and (name.startswith(_SECURITY_PREFIXES) or python_name in KafkaConsumer.DEFAULT_CONFIG
+                            or python_name in KafkaProducer.DEFAULT_CONFIG)
 
 
 def _bootstrap(opts: Mapping[str, str]) -> tuple[str, ...]:

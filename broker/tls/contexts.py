@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives.serialization import (
 from broker.config import ConfigError
 from broker.tls.keystores import KeyStore, SslSettings, load_keystore, load_truststore
 
-__all__ = ["client_context", "install_keystore", "server_context"]
+__all__ = ["TLS_VERSIONS", "client_context", "install_keystore", "server_context"]
 
-_VERSIONS = {
+TLS_VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1,
     "TLSv1.1": ssl.TLSVersion.TLSv1_1,
     "TLSv1.2": ssl.TLSVersion.TLSv1_2,
@@ -61,7 +61,7 @@ _IANA_TO_OPENSSL = {
 
 def _common(ctx: ssl.SSLContext, s: SslSettings) -> None:
     """Protocol versions and cipher suites, shared by both sides."""
-    enabled = [_VERSIONS[p] for p in s["ssl.enabled.protocols"]]
+    enabled = [TLS_VERSIONS[p] for p in s["ssl.enabled.protocols"]]
     ctx.minimum_version, ctx.maximum_version = min(enabled), max(enabled)
     suites = s["ssl.cipher.suites"]
     if not suites:
@@ -118,12 +118,13 @@ def server_context(s: SslSettings, store: KeyStore | None = None) -> ssl.SSLCont
     return ctx
 
 
-def client_context(s: SslSettings) -> ssl.SSLContext:
-    """The context of the broker's own connections to the SSL listener `s` is for: the
-    truststore to verify the other broker with, hostname verification per
+def client_context(s: SslSettings, context_class: type[ssl.SSLContext] = ssl.SSLContext) -> ssl.SSLContext:
+    """The context of the broker's own connections to the SSL listener `s` is for (and of the
+    `odradek` CLI's and Spark source's clients, clients/client_properties.py, which pass their
+    own subclass): the truststore to verify the other broker with, hostname verification per
     `ssl.endpoint.identification.algorithm`, and the keystore as client certificate when one is
     configured (so an mTLS inter-broker listener accepts it)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx = context_class(ssl.PROTOCOL_TLS_CLIENT)
     _common(ctx, s)
     algorithm = (s["ssl.endpoint.identification.algorithm"] or "").strip().lower()
     if algorithm not in ("", "https"):

@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from clients.client_properties import ClientProperties
 from clients.common import admin_client, bootstrap_option
 
 READY = "Odradek console on"  # the line the command prints once it serves (tests wait for it)
@@ -23,7 +24,7 @@ READY = "Odradek console on"  # the line the command prints once it serves (test
               help="Seconds between the live numbers' refreshes in the browser.")
 @click.option("--allow-writes", is_flag=True,
               help="Accept requests that change the cluster (none exists yet: the console is read-only).")
-def console(bootstrap: str, timeout_s: float, port: int, host: str, metrics: str, refresh_s: float,
+def console(bootstrap: str, timeout_s: float, client_config: ClientProperties, port: int, host: str, metrics: str, refresh_s: float,
             allow_writes: bool) -> None:
     """Serve a web console for the cluster: brokers, topics, messages, consumer groups and lag.
 
@@ -39,11 +40,11 @@ def console(bootstrap: str, timeout_s: float, port: int, host: str, metrics: str
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     urls = [u.strip() for u in metrics.split(",") if u.strip()]
-    with admin_client(bootstrap, timeout_s) as admin:
-        asyncio.run(_serve(admin, bootstrap, timeout_s, host, port, urls, refresh_s, allow_writes))
+    with admin_client(bootstrap, timeout_s, client_config) as admin:
+        asyncio.run(_serve(admin, bootstrap, timeout_s, client_config, host, port, urls, refresh_s, allow_writes))
 
 
-async def _serve(admin: object, bootstrap: str, timeout_s: float, host: str, port: int, urls: list[str],
+async def _serve(admin: object, bootstrap: str, timeout_s: float, client_config: ClientProperties, host: str, port: int, urls: list[str],
                  refresh_s: float, allow_writes: bool) -> None:
     """Serve until interrupted (SIGINT/SIGTERM end asyncio.run), then close the server."""
     import signal
@@ -56,6 +57,7 @@ async def _serve(admin: object, bootstrap: str, timeout_s: float, host: str, por
 
     sampler = Sampler(urls) if urls else None
     app = make_app(Console(admin, bootstrap, timeout_s, allow_writes=allow_writes, refresh_s=refresh_s,
+                           client_config=client_config,
                            sampler=sampler))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

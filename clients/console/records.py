@@ -13,6 +13,8 @@ import json
 import time
 from typing import Any
 
+from clients.client_properties import ClientProperties
+
 MAX_LIMIT = 200
 FORMATS = ("auto", "text", "json", "hex")
 
@@ -44,7 +46,7 @@ def decode(raw: bytes | None, fmt: str = "auto") -> dict[str, str]:
 
 def read_page(bootstrap: str, topic: str, partition: int, *, offset: int | None = None,
               timestamp_ms: int | None = None, limit: int = 20, fmt: str = "auto",
-              timeout_s: float = 5.0) -> dict[str, Any]:
+              timeout_s: float = 5.0, client_config: ClientProperties | None = None) -> dict[str, Any]:
     """At most `limit` records of `topic`-`partition` from `offset` (default: the earliest),
     or from `timestamp_ms`; with the partition's earliest and end offsets and the next offset
     to read, for the page's navigation."""
@@ -52,9 +54,10 @@ def read_page(bootstrap: str, topic: str, partition: int, *, offset: int | None 
 
     limit = max(1, min(limit, MAX_LIMIT))
     tp = TopicPartition(topic, partition)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="odradek-console", group_id=None,
-                             enable_auto_commit=False, max_poll_records=limit,
-                             request_timeout_ms=max(int(timeout_s * 1000), 1000))
+    settings = {"client_id": "odradek-console", "request_timeout_ms": max(int(timeout_s * 1000), 1000),
+                **(client_config or ClientProperties()).kafka_python("consumer")}
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             max_poll_records=limit, **settings)
     try:
         consumer.assign([tp])
         earliest = consumer.beginning_offsets([tp], timeout_ms=timeout_s * 1000)[tp]

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import jinja2
 from aiohttp import web
 
+from clients.client_properties import ClientProperties
 from clients.common import error_text
 from clients.console import cluster_view, records
 from clients.console.throughput import ALL_TOPICS, Sampler
@@ -43,6 +44,7 @@ class Console:
     allow_writes: bool = False
     refresh_s: float = 2.0
     sampler: Sampler | None = None
+    client_config: ClientProperties = field(default_factory=ClientProperties)  # --command-config
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     lag_history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
 
@@ -168,7 +170,7 @@ async def messages_page(request: web.Request) -> web.Response:
     page = await asyncio.to_thread(
         records.read_page, c.bootstrap, name, partition, offset=_int(request, "offset"),
         timestamp_ms=_timestamp_ms(request.query.get("timestamp", "")), limit=_int(request, "limit", 20) or 20,
-        fmt=fmt, timeout_s=c.timeout_s)
+        fmt=fmt, timeout_s=c.timeout_s, client_config=c.client_config)
     return render(request, "messages.html", topic=topic, page=page, formats=records.FORMATS,
                   timestamp=request.query.get("timestamp", ""))
 

@@ -84,8 +84,13 @@ def test_starting_timestamp_wins_over_starting_offsets() -> None:
     ({"subscribe": "t", "kafka.group.id": "g"},
      "option 'kafka.group.id' is not supported: the odradek source assigns partitions"),
     ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "use the 'startingOffsets'"),
+    # Java's security keys are mapped (clients/client_properties.py), and refused when unusable
     ({"subscribe": "t", "kafka.sasl.jaas.config": "x"},
-     "option 'kafka.sasl.jaas.config' is not a kafka-python consumer setting"),
+     "option 'kafka.sasl.jaas.config': is set but security.protocol is PLAINTEXT"),
+    ({"subscribe": "t", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "OAUTHBEARER"},
+     "option 'kafka.sasl.mechanism': OAUTHBEARER cannot be used"),
+    ({"subscribe": "t", "kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/no/such/file"},
+     "ssl.truststore.location: cannot read it"),
     ({"subscribe": "t", "kafka.isolation.level": "read_dirty"},
      "option 'kafka.isolation.level' must be read_uncommitted or read_committed"),
     # Spark's kafka source takes client settings with the prefix only; the bare name is refused

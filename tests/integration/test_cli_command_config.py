@@ -1,0 +1,126 @@
+"""`odradek ... --command-config FILE` over TLS against a real broker: the Kafka client properties
+file a Java client would take (keytool's PKCS12 truststore, a PKCS12 or inline PEM keystore for
+mutual TLS) drives every client the CLI builds -- kafka-python admin, producer and consumer, and
+librdkafka for `perf` -- and nothing reaches the SSL listeners without it.
+
+The broker is test_tls_clients' (PLAINTEXT, SSL with server authentication, MTLS requiring a
+client certificate), started for this module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.integration import test_tls_clients
+from tests.integration.test_cli import odradek, rows
+from tests.integration.test_tls_clients import TlsBroker
+from tests.tls_certs import PASSWORD
+
+tls = test_tls_clients.tls  # the module's broker (module scope: one per test module)
+
+
+def properties_file(path: Path, lines: list[str]) -> Path:
+    path.write_text("# written as a Java client's config\n" + "\n".join(lines) + "\n", encoding="latin-1")
+    return path
+
+
+def inline_pem(pem: str) -> str:
+    """A PEM text as one properties value continued over lines, as users write it."""
+    return "\\n\\\n    ".join(pem.strip().splitlines())
+
+
+def ok(*args: str, bootstrap: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+    r = odradek(*args, bootstrap=bootstrap, input=input, env=env)
+    assert r.returncode == 0, (args, r.stdout.decode(), r.stderr.decode())
+    return r.stdout.decode()
+
+
+def test_every_client_of_the_cli_speaks_ssl_from_a_command_config(tls: TlsBroker, tmp_path: Path) -> None:
+    """topics, produce, consume (with a group), groups describe and configs describe over the
+    SSL listener with keytool's PKCS12 truststore; the same file through $ODRADEK_COMMAND_CONFIG;
+    without it, the SSL listener is not reached."""
+    cfg = properties_file(tmp_path / "ssl.properties", [
+        "security.protocol=SSL",
+        f"ssl.truststore.location={tls.ca.java_truststore()}",
+        "ssl.truststore.type=PKCS12",
+        f"ssl.truststore.password={PASSWORD}",
+        "client.id=ops",
+        "request.timeout.ms : 15000",
+    ])
+    b, c = tls.ssl, ("--command-config", str(cfg))
+    assert ok("topics", "create", "cc-ssl", "-p", "2", *c, bootstrap=b) == "Created topic cc-ssl.\n"
+    assert "cc-ssl" in ok("topics", "list", *c, bootstrap=b).split()
+    lines = [f"k{i}:v{i}" for i in range(20)]
+    r = odradek("produce", "cc-ssl", "-K", ":", *c, bootstrap=b, input=("\n".join(lines) + "\n").encode())
+    assert r.returncode == 0 and "Produced 20 records" in r.stderr.decode(), r.stderr.decode()
+    out = ok("consume", "cc-ssl", "--from-beginning", "-n", "20", "--group", "cc-readers", "--print-key", *c,
+             bootstrap=b)
+    assert sorted(out.splitlines()) == sorted(line.replace(":", "\t") for line in lines)
+
+    described = rows(ok("groups", "describe", "cc-readers", *c, bootstrap=b), "GROUP")
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...: every record committed, no lag
+    assert {row[1] for row in described} == {"cc-ssl"}, described
+    assert sum(int(row[3]) for row in described) == 20 and {row[5] for row in described} == {"0"}, described
+    from_env = ok("configs", "describe", "--topic", "cc-ssl", bootstrap=b,
+                  env={"ODRADEK_COMMAND_CONFIG": str(cfg)})
+    assert "cc-ssl" in from_env
+
+    r = odradek("topics", "list", "--timeout", "3", bootstrap=b)
+    assert r.returncode != 0 and "Traceback" not in r.stderr.decode(), r.stderr.decode()
+
+
+def test_mutual_tls_with_pkcs12_and_inline_pem_keystores(tls: TlsBroker, tmp_path: Path) -> None:
+    """The MTLS listener refuses a client without a certificate; a PKCS12 keystore, or a PEM
+    keystore given inline (continued lines, an encrypted key and ssl.key.password), gets in for
+    the kafka-python commands and for `perf` (librdkafka, the stores handed over as inline PEM)."""
+    b = tls.mtls
+    no_cert = properties_file(tmp_path / "no-cert.properties", [
+        "security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={tls.ca.ca_file()}"])
+    r = odradek("topics", "list", "--timeout", "3", "--command-config", str(no_cert), bootstrap=b)
+    assert r.returncode != 0 and "Traceback" not in r.stderr.decode(), r.stderr.decode()
+
+    pkcs12 = properties_file(tmp_path / "pkcs12.properties", [
+        "security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={tls.ca.ca_file()}",
+        "ssl.keystore.type=PKCS12", f"ssl.keystore.location={tls.client.pkcs12_file()}",
+        f"ssl.keystore.password={PASSWORD}"])
+    inline = properties_file(tmp_path / "inline.properties", [
+        "security.protocol=SSL",
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.certificates={inline_pem(tls.ca.cert_pem)}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.certificate.chain={inline_pem(tls.client.cert_pem)}",
+        f"ssl.keystore.key={inline_pem(tls.client.key_pem(PASSWORD))}",
+        f"ssl.key.password={PASSWORD}",
+        "ssl.enabled.protocols=TLSv1.2,TLSv1.3",
+    ])
+    ok("topics", "create", "cc-mtls", "--command-config", str(pkcs12), bootstrap=b)
+    r = odradek("produce", "cc-mtls", "--command-config", str(inline), bootstrap=b, input=b"a\nb\nc\n")
+    assert r.returncode == 0, r.stderr.decode()
+    out = ok("consume", "cc-mtls", "--from-beginning", "-n", "3", "--command-config", str(pkcs12), bootstrap=b)
+    assert out.splitlines() == ["a", "b", "c"]
+
+    perf = ok("perf", "produce", "cc-mtls", "-n", "200", "-s", "50", "--command-config", str(inline), bootstrap=b)
+    assert perf.startswith("200 records sent"), perf
+    perf = ok("perf", "consume", "cc-mtls", "-n", "203", "--hide-header", "--command-config", str(pkcs12),
+              bootstrap=b)
+    assert perf.strip(), perf
+
+
+def test_a_key_the_cli_cannot_honour_is_refused_naming_it(tls: TlsBroker, tmp_path: Path) -> None:
+    """Before any connection: a JKS truststore (naming PKCS12/PEM), a Kerberos mechanism, an ssl
+    key under PLAINTEXT; exit 2 with the file and the key named."""
+    jks = tmp_path / "truststore.jks"
+    jks.write_bytes(b"\xfe\xed\xfe\xed" + os.urandom(64))
+    cases = {
+        "ssl.truststore.location": ["security.protocol=SSL", f"ssl.truststore.location={jks}"],
+        "sasl.mechanism": ["security.protocol=SASL_SSL", "sasl.mechanism=GSSAPI"],
+        "ssl.keystore.location": [f"ssl.keystore.location={tls.client.pkcs12_file()}"],
+        "ssl.provider": ["security.protocol=SSL", "ssl.provider=SunJSSE"],
+    }
+    for key, lines in cases.items():
+        cfg = properties_file(tmp_path / f"{key}.properties", lines)
+        r = odradek("topics", "list", "--command-config", str(cfg), bootstrap=tls.ssl)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and key in err and str(cfg) in err and "Traceback" not in err, err
+    assert "PKCS12" in odradek("topics", "list", "--command-config", str(tmp_path / "ssl.truststore.location.properties"),
+                               bootstrap=tls.ssl).stderr.decode()

@@ -9,6 +9,7 @@ exits non-zero with one line saying what went wrong, never a traceback: an opera
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -107,17 +108,69 @@ def _name_and_text(err: Any, message: str | None = None) -> str:
     return f"{err.message}: {message or err.description}"
 
 
-@contextmanager
-def kafka_errors(bootstrap: str) -> Iterator[None]:
-    """Turn client-library failures into a clean `Error: ...` and exit code 1."""
+class _BootstrapFailures(logging.Handler):
+    """The last reason kafka-python gave for a failed bootstrap connection: it retries until the
+    timeout and then says only that it timed out, while a broker that refused the client's
+    credentials or certificate (a Java client's SaslAuthenticationException / SSLHandshakeException)
+    must be named as such, not as a broker that is not running."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: object = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Bootstrap connection to") and isinstance(record.args, tuple) \
+                and len(record.args) >= 2:
+            self.last = record.args[1]
+
+
+def _refused(failure: object) -> str | None:
+    """The refusal a bootstrap failure stands for (authentication, TLS handshake), or None."""
     from kafka import errors as Errors
 
+    if isinstance(failure, (Errors.SaslAuthenticationFailedError, Errors.UnsupportedSaslMechanismError,
+                            Errors.IllegalSaslStateError)):
+        return error_text(failure) if not failure.args else f"{type(failure).message}: {failure.args[0]}"
+    if isinstance(failure, Errors.KafkaConnectionError) and "Handshake failed" in str(failure):
+        return str(failure)
+    return None
+
+
+def _sasl_refused(bootstrap: str, client: ClientProperties | None) -> str | None:
+    """With SASL, a bootstrap server that answers ApiVersions (which needs no authentication)
+    while the client could not bootstrap has refused the credentials: Kafka closes the
+    connection after a failed authentication, which kafka-python reports only as a disconnect."""
+    if client is None or not client.sasl:
+        return None
+    from clients.reachability import split_address, unanswered
+
+    seeds = [split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()]
+    if not seeds or len(unanswered(seeds, 5.0, client)) == len(seeds):
+        return None
+    mechanism, user, _ = client.sasl_credentials()
+    return (f"SASL authentication failed ({mechanism} as {user!r}; the broker answers but closed the "
+            "connection: a wrong username or password, or a mechanism it does not enable)")
+
+
+@contextmanager
+def kafka_errors(bootstrap: str, client: ClientProperties | None = None) -> Iterator[None]:
+    """Turn client-library failures into a clean `Error: ...` and exit code 1; `client` (the
+    command's --command-config) lets a refused authentication be told from a dead broker."""
+    from kafka import errors as Errors
+
+    failures = _BootstrapFailures()
+    manager_log = logging.getLogger("kafka.net.manager")
+    manager_log.addHandler(failures)
     try:
         yield
     except click.ClickException:
         raise
     except Errors.KafkaTimeoutError as e:
         if "bootstrap" in str(e).lower():
+            refused = _refused(failures.last) or _sasl_refused(bootstrap, client)
+            if refused is not None:
+                raise click.ClickException(f"the broker at {bootstrap} refused the connection: {refused} "
+                                           "(check --command-config)") from None
             raise click.ClickException(
                 f"cannot reach a broker at {bootstrap} (is it running? set --bootstrap-server "
                 f"or ${BOOTSTRAP_ENV})") from None
@@ -131,6 +184,8 @@ def kafka_errors(bootstrap: str) -> Iterator[None]:
         raise click.ClickException(error_text(e)) from None
     except ValueError as e:  # kafka-python's client-side checks, e.g. an illegal topic name
         raise click.ClickException(str(e)) from None
+    finally:
+        manager_log.removeHandler(failures)
 
 
 @functools.cache
@@ -163,7 +218,7 @@ def admin_client(bootstrap: str, timeout_s: float, client: ClientProperties | No
     from kafka.admin import KafkaAdminClient
 
     client = client or ClientProperties()
-    with kafka_errors(bootstrap):
+    with kafka_errors(bootstrap, client):
         ms = int(timeout_s * 1000)
         settings = {"client_id": "odradek-cli", "bootstrap_timeout_ms": ms, "request_timeout_ms": max(ms, 1000),
                     **client.kafka_python("admin")}

@@ -137,7 +137,7 @@ def consume(bootstrap: str, timeout_s: float, client_config: ClientProperties, t
     sep = separator.encode()
     out = sys.stdout.buffer
     count = 0
-    with kafka_errors(bootstrap):
+    with kafka_errors(bootstrap, client_config):
         # defaults < --command-config < this command's own options
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,

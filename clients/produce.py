@@ -68,7 +68,7 @@ def produce(bootstrap: str, timeout_s: float, client_config: ClientProperties, t
     failures: list[BaseException] = []
     sent = 0
     existed = _topic_exists(bootstrap, timeout_s, client_config, topic)
-    with kafka_errors(bootstrap):
+    with kafka_errors(bootstrap, client_config):
         # defaults < --command-config < this command's own options
         producer = KafkaProducer(
             bootstrap_servers=bootstrap,

@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.integration import test_tls_clients
 from tests.integration.test_cli import odradek, rows
 from tests.integration.test_tls_clients import TlsBroker
-from tests.tls_certs import PASSWORD
+from tests.tls_certs import PASSWORD, CertificateAuthority
 
 tls = test_tls_clients.tls  # the module's broker (module scope: one per test module)
 
@@ -104,6 +104,18 @@ def test_mutual_tls_with_pkcs12_and_inline_pem_keystores(tls: TlsBroker, tmp_pat
     perf = ok("perf", "consume", "cc-mtls", "-n", "203", "--hide-header", "--command-config", str(pkcs12),
               bootstrap=b)
     assert perf.strip(), perf
+
+
+def test_a_broker_certificate_the_truststore_does_not_trust_is_named(tls: TlsBroker, tmp_path: Path) -> None:
+    """A truststore of another CA: the TLS handshake fails, and the error says so (kafka-python
+    alone would report a bootstrap timeout, which read as a broker that is down)."""
+    other = CertificateAuthority(tmp_path / "other-ca", cn="Another CA")
+    cfg = properties_file(tmp_path / "other.properties", [
+        "security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={other.ca_file()}"])
+    r = odradek("topics", "list", "--timeout", "3", "--command-config", str(cfg), bootstrap=tls.ssl)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "refused the connection" in err and "CERTIFICATE_VERIFY_FAILED" in err, err
+    assert "cannot reach a broker" not in err, err
 
 
 def test_a_key_the_cli_cannot_honour_is_refused_naming_it(tls: TlsBroker, tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from clients.client_properties import ClientProperties
+from clients.common import command_config_option
 from spark_connector.pipelines.clickstream import SOURCES  # (imports no PySpark)
 
 
@@ -35,9 +37,10 @@ def pipeline() -> None:
               help="--source kafka: Spark's kafka connector (spark-sql-kafka-0-10_2.13 and its "
                    "dependencies) as a folder of jars or comma-separated jar files. Default: "
                    "build/java/spark-<PySpark version>/ of this repository (make java-deps).")
+@command_config_option
 def clickstream(bootstrap_server: str, output: Path, events: int, available_now: bool,
                 rate: float, spacing_ms: int, trigger_seconds: int, source: str,
-                kafka_jars: str | None) -> None:
+                kafka_jars: str | None, client_config: ClientProperties) -> None:
     """Clicks -> Spark (10 s event-time windows, watermark) -> topic page-counts + Parquet.
 
     \b
@@ -67,4 +70,4 @@ def clickstream(bootstrap_server: str, output: Path, events: int, available_now:
         raise click.UsageError(str(e)) from None
     raise SystemExit(run(bootstrap_server, output, events=events, available_now=available_now,
                          rate=rate, spacing_ms=spacing_ms, trigger_seconds=trigger_seconds,
-                         source=source, jars=jars))
+                         source=source, jars=jars, client=dict(client_config.values)))

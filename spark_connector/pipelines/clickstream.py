@@ -31,10 +31,10 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 #: The Spark data sources the job can read clicks and write counts with: this repository's Python
 #: source, or Spark's Java kafka connector (its jars on the class path: kafka_jars.py).
@@ -80,14 +80,27 @@ def expected_counts(clicks: Iterable[Click]) -> dict[tuple[int, str], int]:
     return {k: v for k, v in counts.items() if k[0] + window_ms <= watermark}
 
 
-def ensure_topics(bootstrap: str, clicks_topic: str, counts_topic: str, partitions: int = 3
-                  ) -> None:
+def client_settings(client: Mapping[str, str], role: Literal["admin", "producer", "consumer"]) -> dict[str, Any]:
+    """kafka-python settings from Kafka client properties (`odradek pipeline --command-config`)."""
+    from clients.client_properties import ClientProperties
+
+    return ClientProperties(client).kafka_python(role)
+
+
+def spark_kafka_options(client: Mapping[str, str]) -> dict[str, str]:
+    """The client properties' security keys as the `kafka.*` options both sources take."""
+    return {f"kafka.{k}": v for k, v in client.items() if k.startswith(("security.", "ssl.", "sasl."))}
+
+
+def ensure_topics(bootstrap: str, clicks_topic: str, counts_topic: str, partitions: int = 3,
+                  client: Mapping[str, str] | None = None) -> None:
     """Create the two topics if they do not exist yet, with the broker's
     default.replication.factor (KIP-464's -1): 1 on a single node, 3 in docker-compose.yml."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="clickstream")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap,
+                             **{"client_id": "clickstream", **client_settings(client or {}, "admin")})
     try:
         existing = set(admin.list_topics())
         new = [NewTopic(t, n, -1) for t, n in ((clicks_topic, partitions), (counts_topic, 1))
@@ -102,11 +115,11 @@ def ensure_topics(bootstrap: str, clicks_topic: str, counts_topic: str, partitio
 
 
 def produce_clicks(bootstrap: str, clicks: Iterable[Click], topic: str = CLICKS_TOPIC,
-                   rate: float | None = None) -> int:
+                   rate: float | None = None, client: Mapping[str, str] | None = None) -> int:
     """Send the clicks (keyed by user), at `rate` per second if given; returns how many."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **{**client_settings(client or {}, "producer"), "linger_ms": 5})
     sent = 0
     started = time.monotonic()
     try:
@@ -125,7 +138,8 @@ def produce_clicks(bootstrap: str, clicks: Iterable[Click], topic: str = CLICKS_
 
 
 def page_counts(spark: Any, bootstrap: str, topic: str = CLICKS_TOPIC,
-                max_offsets_per_trigger: int | None = None, source: str = "odradek") -> Any:
+                max_offsets_per_trigger: int | None = None, source: str = "odradek",
+                client: Mapping[str, str] | None = None) -> Any:
     """The streaming DataFrame of finished windows: window_start, window_end, page, count, with
     clicks read through `source` (one of SOURCES)."""
     from pyspark.sql import functions as F
@@ -139,7 +153,8 @@ def page_counts(spark: Any, bootstrap: str, topic: str = CLICKS_TOPIC,
     reader = (spark.readStream.format(source)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic)
-              .option("startingOffsets", "earliest"))
+              .option("startingOffsets", "earliest")
+              .options(**spark_kafka_options(client or {})))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     clicks = (reader.load()
@@ -159,9 +174,9 @@ def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
           clicks_topic: str = CLICKS_TOPIC, counts_topic: str = COUNTS_TOPIC,
           available_now: bool = False, trigger_seconds: int = 5,
           max_offsets_per_trigger: int | None = None, echo: bool = False,
-          source: str = "odradek") -> Any:
-    """Start the streaming query, reading and writing through `source`; returns the
-    StreamingQuery."""
+          source: str = "odradek", client: Mapping[str, str] | None = None) -> Any:
+    """Start the streaming query, reading and writing through `source` (with the client
+    properties' security keys); returns the StreamingQuery."""
     from pyspark.sql import functions as F
 
     def write_batch(batch: Any, batch_id: int) -> None:
@@ -175,6 +190,7 @@ def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
              .write.format(source)
              .option("kafka.bootstrap.servers", bootstrap)
              .option("topic", counts_topic)
+             .options(**spark_kafka_options(client or {}))
              .mode("append").save())
             batch.write.mode("overwrite").parquet(str(output / f"batch_id={batch_id}"))
             if echo:
@@ -183,7 +199,7 @@ def start(spark: Any, bootstrap: str, output: Path, checkpoint: Path, *,
         finally:
             batch.unpersist()
 
-    writer = (page_counts(spark, bootstrap, clicks_topic, max_offsets_per_trigger, source)
+    writer = (page_counts(spark, bootstrap, clicks_topic, max_offsets_per_trigger, source, client)
               .writeStream.outputMode("append")
               .foreachBatch(write_batch)
               .option("checkpointLocation", str(checkpoint)))
@@ -208,16 +224,17 @@ def format_row(row: Any) -> str:
 
 def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate: float,
         spacing_ms: int, trigger_seconds: int, master: str = "local[2]",
-        source: str = "odradek", jars: Sequence[str] = ()) -> int:
+        source: str = "odradek", jars: Sequence[str] = (), client: Mapping[str, str] | None = None) -> int:
     """The command-line job: generate, process, print the windows; returns an exit status.
-    `jars` go to `spark.jars` (Spark's kafka connector for source "kafka": kafka_jars.py)."""
+    `jars` go to `spark.jars` (Spark's kafka connector for source "kafka": kafka_jars.py);
+    `client` holds Kafka client properties (--command-config) for every client it builds."""
     from pyspark.sql import SparkSession
 
     # Spark's Python workers must run this interpreter (the one with kafka-python and this repo).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     output = output.resolve()
     parquet, checkpoint = output / "page_counts", output / "_checkpoint"
-    ensure_topics(bootstrap, CLICKS_TOPIC, COUNTS_TOPIC)
+    ensure_topics(bootstrap, CLICKS_TOPIC, COUNTS_TOPIC, client=client)
     builder = (SparkSession.builder.master(master).appName("odradek-clickstream")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
@@ -231,17 +248,17 @@ def run(bootstrap: str, output: Path, *, events: int, available_now: bool, rate:
               flush=True)
         if available_now:
             start_ms = (int(time.time() * 1000) // 60_000) * 60_000  # a whole minute
-            n = produce_clicks(bootstrap, generate_clicks(events, start_ms, spacing_ms))
+            n = produce_clicks(bootstrap, generate_clicks(events, start_ms, spacing_ms), client=client)
             print(f"produced {n} clicks to {CLICKS_TOPIC}", file=sys.stderr, flush=True)
             query = start(spark, bootstrap, parquet, checkpoint, available_now=True, echo=True,
-                          source=source)
+                          source=source, client=client)
             query.awaitTermination()
         else:
             query = start(spark, bootstrap, parquet, checkpoint, trigger_seconds=trigger_seconds,
-                          echo=True, source=source)
+                          echo=True, source=source, client=client)
             live = (Click(f"u{random.randrange(50)}", random.choice(PAGES),
                           int(time.time() * 1000)) for _ in range(events))
-            produce_clicks(bootstrap, live, rate=rate)  # the query runs meanwhile
+            produce_clicks(bootstrap, live, rate=rate, client=client)  # the query runs meanwhile
             # Windows close only when newer clicks move the watermark: the last ones stay open.
             query.processAllAvailable()
             query.stop()

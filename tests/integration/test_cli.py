@@ -391,8 +391,6 @@ COMMANDS = [
 # cluster's brokers and ZooKeeper from its --dir
 LOCAL_ONLY = {"serve", "dump-log", "cluster up", "cluster status", "cluster down", "cluster zk-dump",
               "cluster start", "cluster stop", "cluster restart", "cluster kill", "cluster add-broker"}
-# broker commands without --command-config: the example Spark pipeline's clients are not wired yet
-NO_COMMAND_CONFIG = {"pipeline clickstream"}
 
 
 def test_every_command_is_in_the_help_list() -> None:
@@ -427,8 +425,8 @@ def test_help_has_examples(command: str) -> None:
         assert "-b, --bootstrap-server" in text
         assert "env var:" in text and "ODRADEK_BOOTSTRAP" in text
         assert "default: localhost:9092" in text
-        if command not in NO_COMMAND_CONFIG:  # Kafka's client properties for every client it builds
-            assert "--command-config FILE" in text and "ODRADEK_COMMAND_CONFIG" in text
+        # Kafka's client properties for every client it builds
+        assert "--command-config FILE" in text and "ODRADEK_COMMAND_CONFIG" in text
 
 
 def test_produce_of_nothing_to_a_missing_topic_says_it_was_created(broker: BrokerProcess) -> None:

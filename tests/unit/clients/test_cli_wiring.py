@@ -111,7 +111,21 @@ def test_clickstream_takes_the_shared_bootstrap_option(
     assert clickstream_runs == [{
         "bootstrap": expected, "output": Path("clickstream-output"), "events": 7,
         "available_now": True, "rate": 20.0, "spacing_ms": 100, "trigger_seconds": 5,
-        "source": "odradek", "jars": []}]
+        "source": "odradek", "jars": [], "client": {}}]
+
+
+def test_clickstream_takes_a_command_config(clickstream_runs: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Its Kafka client properties reach the pipeline's clients (run's `client`)."""
+    import warnings
+
+    with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import kafka  # noqa: F401
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("client.id=ops\nrequest.timeout.ms=5000\n")
+    r = run_cli("pipeline", "clickstream", "--command-config", str(cfg), "--available-now", "--events", "7")
+    assert r.exit_code == 0, r.output
+    assert clickstream_runs[0]["client"] == {"client.id": "ops", "request.timeout.ms": "5000"}
 
 
 def test_clickstream_keeps_the_pipelines_own_options_and_exit_code(
@@ -125,6 +139,6 @@ def test_clickstream_keeps_the_pipelines_own_options_and_exit_code(
     assert r.exit_code == 3
     assert clickstream_runs == [{"args": ("x:1", Path("out")), "events": 600,
                                  "available_now": False, "rate": 50.0, "spacing_ms": 100,
-                                 "trigger_seconds": 2, "source": "odradek", "jars": []}]
+                                 "trigger_seconds": 2, "source": "odradek", "jars": [], "client": {}}]
     r = run_cli("pipeline", "clickstream", "--timeout", "5")  # no --timeout: nothing to wait on
     assert r.exit_code == 2 and "No such option '--timeout'" in r.output

@@ -213,8 +213,9 @@ class ClientProperties:
         """(mechanism, username, password) from sasl.mechanism and sasl.jaas.config."""
         mechanism = self.values.get("sasl.mechanism", "GSSAPI").strip().upper()
         if mechanism not in MECHANISMS:
-            raise ClientConfigError("sasl.mechanism", f"{mechanism} cannot be used (Kafka's default is GSSAPI): "
-                                    f"Odradek's clients speak {', '.join(MECHANISMS)}")
+            what = mechanism if "sasl.mechanism" in self.values else "unset, so Kafka's default GSSAPI (Kerberos),"
+            raise ClientConfigError("sasl.mechanism", f"{what} cannot be used: Odradek's clients speak "
+                                    f"{', '.join(MECHANISMS)}")
         jaas = self.values.get("sasl.jaas.config")
         if jaas is None:
             raise ClientConfigError("sasl.jaas.config", f"is required with sasl.mechanism={mechanism}: "
@@ -267,7 +268,8 @@ class ClientProperties:
         keys; TLS stores are handed over as inline PEM; what librdkafka cannot do is refused."""
         out: dict[str, str] = {}
         for key, value in self.values.items():
-            if key.startswith(("ssl.", "sasl.", "security.")) or key in COMMAND_OWNED or key in JAVA_DEFAULTS:
+            if key.startswith(("ssl.", "sasl.", "security.")) or key in COMMAND_OWNED or key in JAVA_DEFAULTS \
+                    or key == "bootstrap.servers":  # --bootstrap-server says where, as in Kafka's tools
                 continue
             out[key] = value.strip()
         if "security.protocol" in self.values:

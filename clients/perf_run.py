@@ -205,6 +205,8 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int =
         if throughput > 0:
             while (ahead := start + i / throughput - perf_counter()) > 0:
                 poll(ahead)
+                if progress is not None:  # a throttled run waits here: its progress moves meanwhile
+                    progress(recorder.count + failed)
         while True:
             try:
                 produce(topic, value, on_delivery=on_delivery)

@@ -8,13 +8,21 @@ client certificate), started for this module."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+from tests.broker_process import REPO, BrokerProcess, free_port
 from tests.integration import test_tls_clients
 from tests.integration.test_cli import odradek, rows
 from tests.integration.test_tls_clients import TlsBroker
 from tests.tls_certs import PASSWORD, CertificateAuthority
+from tests.zookeeper import ZooKeeperServer
 
 tls = test_tls_clients.tls  # the module's broker (module scope: one per test module)
 
@@ -136,3 +144,59 @@ def test_a_key_the_cli_cannot_honour_is_refused_naming_it(tls: TlsBroker, tmp_pa
         assert r.returncode == 2 and key in err and str(cfg) in err and "Traceback" not in err, err
     assert "PKCS12" in odradek("topics", "list", "--command-config", str(tmp_path / "ssl.truststore.location.properties"),
                                bootstrap=tls.ssl).stderr.decode()
+
+
+def test_topics_reassign_and_groups_describe_watch_over_ssl(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """The two commands that reach a broker and came beside this option: `topics reassign`
+    (ZooKeeper mode only; a plan keeping the partition on its broker, throttled, so the throttle
+    configs are set and cleared over the same connection) and `groups describe --watch` (piped:
+    snapshots with the group's lag row; Ctrl-C exits 0) against a broker whose SSL listener is
+    the only one the file reaches."""
+    ca = CertificateAuthority(tmp_path / "certs")
+    plain, ssl_port = free_port(), free_port()
+    broker = BrokerProcess(
+        tmp_path / "data", port=plain, zookeeper_connect=zookeeper.connect_string("/cc"), broker_id=0,
+        listeners=f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port}",
+        overrides=["offsets.topic.replication.factor=1", "group.initial.rebalance.delay.ms=0",
+                   "ssl.keystore.type=PKCS12", f"ssl.keystore.location={ca.issue('broker', 'broker0').pkcs12_file()}",
+                   f"ssl.keystore.password={PASSWORD}"]).start()
+    try:
+        cfg = properties_file(tmp_path / "ssl.properties", [
+            "security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={ca.ca_file()}"])
+        b, c = f"127.0.0.1:{ssl_port}", ("--command-config", str(cfg))
+        ok("topics", "create", "cc-moves", "-p", "1", "-r", "1", *c, bootstrap=b)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "cc-moves", "partition": 0,
+                                                                    "replicas": [0]}]}))
+        out = ok("topics", "reassign", "--reassignment-json-file", str(plan), "--throttle", "100000", *c,
+                 bootstrap=b)
+        assert "Reassignment of 1 partition(s) completed" in out, out
+        throttles = ok("configs", "describe", "--broker", "0", *c, bootstrap=b)
+        assert "replication.throttled.rate" not in throttles, throttles
+
+        r = odradek("produce", "cc-moves", *c, bootstrap=b, input=b"a\nb\nc\n")
+        assert r.returncode == 0, r.stderr.decode()
+        ok("consume", "cc-moves", "--from-beginning", "-n", "2", "--group", "cc-watchers", *c, bootstrap=b)
+        lag_row = re.compile(r"cc-watchers\s+cc-moves\s+0\s+2\s+3\s+1\s")
+        out_path = tmp_path / "watch.out"
+        env = {**os.environ, "COLUMNS": "200", "ODRADEK_BOOTSTRAP": b}
+        with out_path.open("wb") as out_file:
+            proc = subprocess.Popen([sys.executable, "-m", "clients.cli", "groups", "describe", "cc-watchers",
+                                     "--watch", "--interval", "0.3", *c], cwd=REPO, env=env, stdout=out_file,
+                                    stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while len(lag_row.findall(out_path.read_text())) < 2:  # two snapshots, each over SSL
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, out_path.read_text()
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(20) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            if proc.stderr is not None:
+                proc.stderr.close()
+    finally:
+        broker.stop()

@@ -20,7 +20,7 @@ The mapping:
   inline as PEM (`ssl.ca.pem`, `ssl.certificate.pem`, `ssl.key.pem`): no key is written to disk.
 * SASL: `sasl.mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI and
   OAUTHBEARER are refused) with `sasl.jaas.config` naming PlainLoginModule or ScramLoginModule
-  and its `username` / `password` (clients/jaas.py).
+  and its `username` / `password` (broker/sasl/jaas.py, the broker's own JAAS parser).
 * Any other key is a kafka-python setting under its Java name (`request.timeout.ms` ->
   `request_timeout_ms`), typed after kafka-python's default, given to each client that has it
   (as a Java client ignores a producer key in an admin client); a key no kafka-python client
@@ -37,9 +37,9 @@ from typing import Any, Literal
 
 from broker.config import ConfigError
 from broker.java_properties import parse_properties
+from broker.sasl.jaas import JaasConfigError, parse_jaas_config
 from broker.tls.contexts import TLS_VERSIONS, client_context
 from broker.tls.keystores import SslSettings, load_keystore, load_truststore
-from clients.jaas import parse_jaas
 
 __all__ = ["COMMAND_CONFIG_ENV", "ClientConfigError", "ClientProperties", "PropertiesSslContext",
            "kafka_python_name", "read_command_config", "typed_setting"]
@@ -222,8 +222,8 @@ class ClientProperties:
                                     'e.g. org.apache.kafka.common.security.scram.ScramLoginModule required '
                                     'username="alice" password="...";')
         try:
-            entry = parse_jaas(jaas)
-        except ValueError as e:
+            entry = parse_jaas_config(jaas)
+        except JaasConfigError as e:
             raise ClientConfigError("sasl.jaas.config", str(e)) from None
         if entry.login_module not in LOGIN_MODULES:
             raise ClientConfigError("sasl.jaas.config", f"login module {entry.login_module} cannot be used: "

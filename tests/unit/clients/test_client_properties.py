@@ -1,5 +1,6 @@
 """Kafka client properties -> kafka-python / librdkafka settings (clients/client_properties.py),
-the Java .properties syntax (broker/java_properties.py) and the JAAS entry (clients/jaas.py).
+the Java .properties syntax (broker/java_properties.py) and the SASL settings' JAAS entry
+(broker/sasl/jaas.py, its syntax in tests/unit/broker/test_jaas.py).
 Pure logic over files the tests write; the TLS end to end is tests/integration/test_cli_command_config.py."""
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import pytest
 
 from broker.java_properties import parse_properties
 from clients.client_properties import ClientConfigError, ClientProperties, read_command_config
-from clients.jaas import parse_jaas
 from spark_connector.errors import OptionError
 from spark_connector.options import kafka_client_config
 from tests.tls_certs import PASSWORD, CertificateAuthority, Identity
@@ -49,17 +49,6 @@ def test_properties_syntax_is_javas() -> None:
         "f": "é\tx", "sasl.jaas.config": 'm required username="u" password="p";'}
     with pytest.raises(ValueError, match=r"uxxxx"):
         parse_properties("a=\\u12")
-
-
-def test_jaas_entry_is_parsed_as_kafkas_jaas_config() -> None:
-    entry = parse_jaas(f'{SCRAM} required username="alice" /* c */ password="a\\"b;c" // end\n;')
-    assert (entry.login_module, entry.flag, entry.options) == (SCRAM, "required", {"username": "alice", "password": 'a"b;c'})
-    assert parse_jaas(f"{PLAIN} REQUIRED username=bob password='x y';").options == {"username": "bob", "password": "x y"}
-    for bad, why in ((f'{SCRAM} required username="a"', "end with ';'"), (f'{SCRAM} username="a";', "control flag"),
-                     (f'{SCRAM} required; {PLAIN} required;', "2 login modules"), ("", "0 login modules"),
-                     (f'{SCRAM} required username "a";', "name=value")):
-        with pytest.raises(ValueError, match=why):
-            parse_jaas(bad)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "scram-sha-512"])

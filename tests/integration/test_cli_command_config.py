@@ -21,6 +21,7 @@ from tests.broker_process import REPO, BrokerProcess, free_port
 from tests.integration import test_tls_clients
 from tests.integration.test_cli import odradek, rows
 from tests.integration.test_tls_clients import TlsBroker
+from tests.subprocesses import reaped
 from tests.tls_certs import PASSWORD, CertificateAuthority
 from tests.zookeeper import ZooKeeperServer
 
@@ -184,7 +185,7 @@ def test_topics_reassign_and_groups_describe_watch_over_ssl(zookeeper: ZooKeeper
             proc = subprocess.Popen([sys.executable, "-m", "clients.cli", "groups", "describe", "cc-watchers",
                                      "--watch", "--interval", "0.3", *c], cwd=REPO, env=env, stdout=out_file,
                                     stderr=subprocess.PIPE)
-        try:
+        with reaped(proc):
             deadline = time.monotonic() + 30
             while len(lag_row.findall(out_path.read_text())) < 2:  # two snapshots, each over SSL
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
@@ -192,11 +193,5 @@ def test_topics_reassign_and_groups_describe_watch_over_ssl(zookeeper: ZooKeeper
                 time.sleep(0.05)
             proc.send_signal(signal.SIGINT)
             assert proc.wait(20) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-            if proc.stderr is not None:
-                proc.stderr.close()
     finally:
         broker.stop()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker_process import REPO, BrokerProcess, consecutive_free_ports, free_port
+from tests.subprocesses import reaped
 from tests.terminal import HIDE_CURSOR, SHOW_CURSOR, TerminalProcess
 
 with warnings.catch_warnings():  # kafka-python reads its schemas with a deprecated importlib call
@@ -100,7 +101,7 @@ def test_groups_describe_watch_piped_prints_timestamped_snapshots(broker: Broker
     with out_path.open("wb") as out:
         proc = subprocess.Popen(_cli("groups", "describe", group, "--watch", "--interval", "0.3"), cwd=REPO,
                                 env=_env(broker.bootstrap), stdout=out, stderr=subprocess.PIPE)
-    try:
+    with reaped(proc):
         def snapshots() -> list[str]:
             return [s for s in STAMP.split(out_path.read_text())[1:] if "LOG-END-OFFSET" in s]
 
@@ -113,12 +114,6 @@ def test_groups_describe_watch_piped_prints_timestamped_snapshots(broker: Broker
         assert text.startswith("--- ")
         proc.send_signal(2)  # SIGINT, as Ctrl-C in the shell that pipes it
         assert proc.wait(20) == 0, proc.stderr.read().decode() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def _wait(cond: object, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:

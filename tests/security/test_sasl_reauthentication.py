@@ -21,6 +21,7 @@ from tests.client_round_trips import rdkafka_read
 from tests.compat.jvm import java_command
 from tests.integration.test_sasl_clients import USERS, assert_closed, jaas
 from tests.raw_client import RawConnection
+from tests.subprocesses import reaped
 
 LIFETIME_MS = 2000
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
@@ -109,7 +110,7 @@ def test_java_console_producer_keeps_producing_across_reauthentications(reauth: 
         return sum(1 for line in reauth.broker.lines[after:]
                    if "re-authenticated SASL client" in line and "principal='User:alice'" in line)
 
-    try:
+    with reaped(proc):
         assert proc.stdin is not None
         deadline = time.monotonic() + 30
         while reauthentications() < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -120,12 +121,6 @@ def test_java_console_producer_keeps_producing_across_reauthentications(reauth: 
         assert reauthentications() >= 3, (proc.poll(), reauth.broker.lines[after:][-20:])
         _, err = proc.communicate(timeout=60)  # closes stdin: the producer flushes and exits
         assert proc.returncode == 0, err[-4000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
     assert not any("Disconnecting expired channel" in line for line in reauth.broker.lines[after:])
     read = rdkafka_read({"bootstrap.servers": reauth.plaintext}, topic, len(sent))
     assert read == [s.encode() for s in sent]

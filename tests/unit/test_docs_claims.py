@@ -59,3 +59,21 @@ def test_cli_md_command_table_lists_every_command() -> None:
     text = (REPO / "docs" / "cli.md").read_text()
     listed = set(re.findall(r"^\| `odradek ([a-z][a-z0-9-]*)", text, flags=re.M))
     assert listed == set(main.commands), sorted(set(main.commands) ^ listed)
+
+
+def test_the_keys_without_effect_are_the_kafka_keys_odradek_does_not_define() -> None:
+    """docs/configuration.md lists the Kafka 3.9 broker keys Odradek accepts but does not act on:
+    exactly those of broker/kafka_broker_configs.json that broker/config.py does not define,
+    split by Kafka's read-only flag (a key that gains an effect must leave the list)."""
+    from broker.config import CONFIGS
+    from broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
+
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    unused = {k: v for k, v in KAFKA_BROKER_CONFIGS.items() if k not in CONFIGS}
+    for label, read_only in (("Dynamic in Kafka", False), ("Read-only in Kafka", True)):
+        m = re.search(re.escape(label) + r", no effect in Odradek \((\d+)\): (.*)", doc)
+        assert m, label
+        listed = re.findall(r"`([^`]+)`", m.group(2))
+        want = sorted(k for k, v in unused.items() if v.read_only is read_only)
+        assert (int(m.group(1)), listed) == (len(want), want), label
+    assert f"The {len(unused)} keys below have" in doc

@@ -9,73 +9,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.broker_process import BrokerProcess, free_port
-from tests.compat.jvm import run_tool
 from tests.integration.test_cli import odradek, rows
-from tests.tls_certs import PASSWORD, CertificateAuthority
-from tests.zookeeper import ZooKeeperServer
+from tests.security.scram_broker import SCRAM_LOGIN, ScramNode, scram_broker
+from tests.tls_certs import PASSWORD
 
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-BROKER_JAAS = f'{SCRAM} required username="admin" password="admin-secret";'
 PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-@dataclass
-class SaslBroker:
-    ca: CertificateAuthority
-    ports: dict[str, str]
-    root: Path
-
-    def command_config(self, protocol: str, password: str = "alice-secret") -> Path:
-        lines = [f"security.protocol={protocol}", "sasl.mechanism=SCRAM-SHA-256",
-                 f'sasl.jaas.config={SCRAM} required \\\n    username="alice" \\\n    password="{password}";']
-        if protocol == "SASL_SSL":
-            lines += ["ssl.truststore.type=PKCS12", f"ssl.truststore.location={self.ca.java_truststore()}",
-                      f"ssl.truststore.password={PASSWORD}"]
-        path = self.root / f"{protocol}-{password}.properties"
-        path.write_text("\n".join(lines) + "\n")
-        return path
+def command_config(node: ScramNode, protocol: str, password: str = "alice-secret") -> Path:
+    lines = [f"security.protocol={protocol}", "sasl.mechanism=SCRAM-SHA-256",
+             f'sasl.jaas.config={SCRAM_LOGIN} required \\\n    username="alice" \\\n    password="{password}";']
+    if protocol == "SASL_SSL":
+        lines += ["ssl.truststore.type=PKCS12", f"ssl.truststore.location={node.ca.java_truststore()}",
+                  f"ssl.truststore.password={PASSWORD}"]
+    path = node.root / f"{protocol}-{password}.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 @pytest.fixture(scope="module")
-def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
-    root = tmp_path_factory.mktemp("cli-sasl")
-    zookeeper = ZooKeeperServer(root / "zookeeper").start()
-    ca = CertificateAuthority(root / "certs")
-    server = ca.issue("broker", "broker0")
-    plain, sasl_plain, sasl_ssl = free_port(), free_port(), free_port()
-    zk = zookeeper.connect_string("/cli-sasl")
-    broker: BrokerProcess | None = None
-    try:
-        broker = BrokerProcess(
-            root / "data", port=plain, zookeeper_connect=zk, broker_id=1,
-            listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_plain},"
-                      f"SASL_SSL://127.0.0.1:{sasl_ssl}",
-            overrides=["offsets.topic.replication.factor=1", "group.initial.rebalance.delay.ms=0",
-                       "num.partitions=1", "sasl.enabled.mechanisms=SCRAM-SHA-256",
-                       f"sasl.jaas.config={BROKER_JAAS}", "ssl.keystore.type=PKCS12",
-                       f"ssl.keystore.location={server.pkcs12_file()}", f"ssl.keystore.password={PASSWORD}"]).start()
-        run_tool(CONFIG_COMMAND, "--zookeeper", zk, "--alter", "--add-config", "SCRAM-SHA-256=[password=alice-secret]",
-                 "--entity-type", "users", "--entity-name", "alice")
-        b = SaslBroker(ca, {"SASL_PLAINTEXT": f"127.0.0.1:{sasl_plain}", "SASL_SSL": f"127.0.0.1:{sasl_ssl}"}, root)
+def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramNode]:
+    with scram_broker(tmp_path_factory.mktemp("cli-sasl"), "/cli-sasl", ("SCRAM-SHA-256",),
+                      {"alice": {"SCRAM-SHA-256": "alice-secret"}}, "num.partitions=1") as node:
         # the broker learns the credential through a /config/changes notification
-        cfg = str(b.command_config("SASL_PLAINTEXT"))
+        cfg = str(command_config(node, "SASL_PLAINTEXT"))
         deadline = time.monotonic() + 30
         while odradek("topics", "list", "--timeout", "3", "--command-config", cfg,
-                      bootstrap=b.ports["SASL_PLAINTEXT"]).returncode != 0:
+                      bootstrap=node.ports["SASL_PLAINTEXT"]).returncode != 0:
             assert time.monotonic() < deadline, "alice's SCRAM credential never authenticated"
             time.sleep(0.2)
-        yield b
-    finally:
-        if broker is not None:
-            broker.stop()
-        zookeeper.stop()
+        yield node
 
 
 def ok(*args: str, bootstrap: str, input: bytes | None = None) -> str:
@@ -85,8 +52,8 @@ def ok(*args: str, bootstrap: str, input: bytes | None = None) -> str:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_cli_commands_authenticate_with_scram(sasl: SaslBroker, protocol: str) -> None:
-    b, c = sasl.ports[protocol], ("--command-config", str(sasl.command_config(protocol)))
+def test_cli_commands_authenticate_with_scram(sasl: ScramNode, protocol: str) -> None:
+    b, c = sasl.ports[protocol], ("--command-config", str(command_config(sasl, protocol)))
     topic, group = f"cli-{protocol}".lower(), f"readers-{protocol}".lower()
     ok("topics", "create", topic, "-p", "2", *c, bootstrap=b)
     assert topic in ok("topics", "list", *c, bootstrap=b).split()
@@ -102,10 +69,10 @@ def test_cli_commands_authenticate_with_scram(sasl: SaslBroker, protocol: str) -
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_a_wrong_password_is_named_as_a_refused_authentication(sasl: SaslBroker, protocol: str) -> None:
+def test_a_wrong_password_is_named_as_a_refused_authentication(sasl: ScramNode, protocol: str) -> None:
     """Not `cannot reach a broker`: kafka-python retries a refused authentication until its
     timeout and then reports a timeout; the CLI tells the two apart (clients/common.py)."""
-    r = odradek("topics", "list", "--timeout", "5", "--command-config", str(sasl.command_config(protocol, "wrong")),
+    r = odradek("topics", "list", "--timeout", "5", "--command-config", str(command_config(sasl, protocol, "wrong")),
                 bootstrap=sasl.ports[protocol])
     err = r.stderr.decode()
     assert r.returncode == 1 and "Traceback" not in err, err

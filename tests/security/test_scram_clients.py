@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess, free_port
 from tests.client_round_trips import aiokafka_round_trip, kafka_python_round_trip
 from tests.compat.jvm import run_tool
-from tests.security.test_scram_zookeeper import CONFIG_COMMAND, SCRAM_JAAS, authenticates
-from tests.tls_certs import PASSWORD, CertificateAuthority
-from tests.zookeeper import ZooKeeperServer
+from tests.security.scram_broker import ScramNode, scram_broker
+from tests.security.test_scram_zookeeper import authenticates
+from tests.tls_certs import PASSWORD
 
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
@@ -27,10 +26,10 @@ IDS = [f"{p}-{m}" for p, m in CASES]
 
 
 class ScramBroker:
-    def __init__(self, ca: CertificateAuthority, plain: int, sasl_plain: int, sasl_ssl: int) -> None:
-        self.ca = ca
-        self.admin = f"127.0.0.1:{plain}"
-        self.ports = {"SASL_PLAINTEXT": f"127.0.0.1:{sasl_plain}", "SASL_SSL": f"127.0.0.1:{sasl_ssl}"}
+    def __init__(self, node: ScramNode) -> None:
+        self.ca = node.ca
+        self.admin = node.plaintext
+        self.ports = node.ports
         self._admin_client = AdminClient({"bootstrap.servers": self.admin})
 
     def topic(self, protocol: str, mechanism: str, client: str) -> str:
@@ -41,33 +40,12 @@ class ScramBroker:
 
 @pytest.fixture(scope="module")
 def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBroker]:
-    root = tmp_path_factory.mktemp("scram")
-    zookeeper = ZooKeeperServer(root / "zookeeper").start()
-    ca = CertificateAuthority(root / "certs")
-    server = ca.issue("broker", "broker0")
-    plain, sasl_plain, sasl_ssl = free_port(), free_port(), free_port()
-    zk = zookeeper.connect_string("/scram-clients")
-    broker: BrokerProcess | None = None
-    try:
-        broker = BrokerProcess(
-            root / "data", port=plain, zookeeper_connect=zk, broker_id=1,
-            listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_plain},"
-                      f"SASL_SSL://127.0.0.1:{sasl_ssl}",
-            overrides=["offsets.topic.replication.factor=1", "group.initial.rebalance.delay.ms=0",
-                       "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512", f"sasl.jaas.config={SCRAM_JAAS}",
-                       "ssl.keystore.type=PKCS12", f"ssl.keystore.location={server.pkcs12_file()}",
-                       f"ssl.keystore.password={PASSWORD}"]).start()
-        run_tool(CONFIG_COMMAND, "--zookeeper", zk, "--alter", "--add-config",
-                 ",".join(f"{m}=[password={p}]" for m, p in PASSWORDS.items()),
-                 "--entity-type", "users", "--entity-name", "carol")
-        b = ScramBroker(ca, plain, sasl_plain, sasl_ssl)
+    with scram_broker(tmp_path_factory.mktemp("scram"), "/scram-clients", tuple(PASSWORDS),
+                      {"carol": PASSWORDS}) as node:
+        b = ScramBroker(node)
         for m, p in PASSWORDS.items():  # the broker learnt the credentials (a notification)
             assert authenticates(b.ports["SASL_PLAINTEXT"], m, "carol", p) is None
         yield b
-    finally:
-        if broker is not None:
-            broker.stop()
-        zookeeper.stop()
 
 
 def lines(n: int) -> list[str]:

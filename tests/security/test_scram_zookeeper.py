@@ -24,10 +24,10 @@ from tests.broker_process import BrokerProcess, free_port
 from tests.client_round_trips import rdkafka_round_trip
 from tests.compat.jvm import run_tool
 from tests.raw_client import RawConnection
+from tests.security.scram_broker import BROKER_JAAS, CONFIG_COMMAND
 from tests.zookeeper import ZooKeeperServer
 
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"
-SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-secret";'
+SCRAM_JAAS = BROKER_JAAS
 
 
 def authenticates(bootstrap: str, mechanism: str, user: str, password: str, timeout: float = 20) -> KafkaError | None:

@@ -36,8 +36,8 @@ BENCHES = {
                 "tests.bench.bench_metrics"),
     "broker": ("Side by side with Apache Kafka 3.9: throughput, broker CPU per record, latency",
                "tests.bench.bench_broker"),
-    "tls": ("TLS side by side with Apache Kafka 3.9: SSL throughput and broker CPU per record, and the cost of "
-            "TLS over PLAINTEXT", "tests.bench.bench_tls"),
+    "tls": ("TLS and SASL side by side with Apache Kafka 3.9: SSL and SASL_SSL (SCRAM-SHA-256) throughput and "
+            "broker CPU per record, and the cost of TLS over PLAINTEXT", "tests.bench.bench_tls"),
     "rebalance": ("Consumer group rebalance time", "tests.bench.bench_rebalance"),
     "cluster": ("ZooKeeper cluster (control plane): controller failover, leader election, topic creation, "
                 "metadata propagation, side by side with Kafka 3.9", "tests.bench.bench_cluster"),

@@ -316,21 +316,25 @@ def test_cleaner_tiny_run(tmp_path: Path) -> None:
 
 
 def test_tls_side_by_side_tiny_run(tmp_path: Path) -> None:
-    """`make bench`'s TLS section at a tiny size: both brokers with an SSL listener, every
-    workload over SSL and PLAINTEXT measured on each, the table and the ratios written."""
+    """`make bench`'s TLS section at a tiny size: both brokers with an SSL and a SASL_SSL
+    (SCRAM-SHA-256) listener, every workload over SSL, SASL_SSL and PLAINTEXT measured on each,
+    the table and the ratios written."""
     out = tmp_path / "benchmarks.md"
     r = bench("--scale", "0.005", "--out", str(out), only="tls", timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     md = out.read_text()
     assert "failed:" not in md
-    assert "## TLS side by side with Apache Kafka 3.9" in md
-    rows = md_table(md, "### TLS throughput and broker CPU per record")
+    assert "## TLS and SASL side by side with Apache Kafka 3.9" in md
+    rows = md_table(md, "### TLS and SASL throughput and broker CPU per record")
     assert {(row["workload"], row["system"]) for row in rows} == {
         (w, s) for w in ("produce", "consume") for s in ("Odradek", "Kafka")}
     for row in rows:
-        assert float(row["SSL records/s"].replace(",", "")) > 0, row
-        assert float(row["SSL broker CPU µs/record"]) > 0, row
-    assert "- produce: throughput" in md and "- consume: throughput" in md
+        for protocol in ("SSL", "SASL_SSL"):
+            assert float(row[f"{protocol} records/s"].replace(",", "")) > 0, row
+            assert float(row[f"{protocol} broker CPU µs/record"]) > 0, row
+    for line in ("- SSL produce: throughput", "- SSL consume: throughput", "- SASL_SSL produce: throughput",
+                 "- SASL_SSL consume: throughput"):
+        assert line in md, line
 
 
 def test_replication_hops_tiny_run(tmp_path: Path) -> None:

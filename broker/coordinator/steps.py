@@ -13,14 +13,16 @@ OffsetCommit left its offsets pending with the record written but the cache neve
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
 
 import structlog
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 async def run_to_the_end(step: Coroutine[Any, Any, T], what: str) -> T:
@@ -33,6 +35,18 @@ async def run_to_the_end(step: Coroutine[Any, Any, T], what: str) -> T:
     except asyncio.CancelledError:
         task.add_done_callback(lambda t: _log_failure(t, what))
         raise
+
+
+def runs_to_the_end(what: str) -> Callable[[Callable[P, Coroutine[Any, Any, T]]],
+                                             Callable[P, Coroutine[Any, Any, T]]]:
+    """A coordinator handler whose every call runs to its end (`run_to_the_end`), for handlers
+    whose whole body is the step."""
+    def decorate(handler: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+        @functools.wraps(handler)
+        async def step(*args: P.args, **kwargs: P.kwargs) -> T:
+            return await run_to_the_end(handler(*args, **kwargs), what)
+        return step
+    return decorate
 
 
 def _log_failure(task: asyncio.Future[Any], what: str) -> None:

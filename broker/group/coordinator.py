@@ -67,7 +67,7 @@ import structlog
 
 from broker.coordinator import CoordinatorRuntime, InternalTopic
 from broker.coordinator.loader import read_records
-from broker.coordinator.steps import run_to_the_end
+from broker.coordinator.steps import run_to_the_end, runs_to_the_end
 from broker.group import records as grec
 from broker.group.metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from broker.group.shard import GroupShard
@@ -973,6 +973,7 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    @runs_to_the_end(STEP)
     async def handle_commit_offsets(
         self, group_id: str, member_id: str, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
         group_instance_id: str | None = None, max_metadata_size: int = 4096,
@@ -981,13 +982,6 @@ class GroupCoordinator:
         meanwhile (broker/coordinator/steps.py): cancelled after the record was written, its
         offsets stayed pending and OffsetFetch answered the older ones until the partition was
         loaded again."""
-        return await run_to_the_end(self._commit_offsets(
-            group_id, member_id, generation_id, offsets, group_instance_id, max_metadata_size), STEP)
-
-    async def _commit_offsets(
-        self, group_id: str, member_id: str, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
-        group_instance_id: str | None, max_metadata_size: int,
-    ) -> dict[TopicPartition, int]:
         def all_(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
 
@@ -1031,6 +1025,7 @@ class GroupCoordinator:
 
     # -- transactional offsets (TxnOffsetCommit and the markers) ---------------------------------
 
+    @runs_to_the_end(STEP)
     async def handle_txn_commit_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
         generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int = 4096,
@@ -1053,15 +1048,6 @@ class GroupCoordinator:
         cancelled after the record was written, its offsets stayed pending without the offset
         they were appended at, and the COMMIT marker could not make them committed -- a
         consume-transform-produce transaction's input offsets lost."""
-        return await run_to_the_end(self._txn_commit_offsets(
-            group_id, producer_id, producer_epoch, member_id, group_instance_id, generation_id, offsets,
-            max_metadata_size, transactional_id, api_version), STEP)
-
-    async def _txn_commit_offsets(
-        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str, group_instance_id: str | None,
-        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], max_metadata_size: int,
-        transactional_id: str | None, api_version: int,
-    ) -> dict[TopicPartition, int]:
         def all_(code: int) -> dict[TopicPartition, int]:
             return {tp: code for tp in offsets}
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from broker.coordinator.steps import run_to_the_end
+from broker.coordinator.steps import run_to_the_end, runs_to_the_end
 from broker.txn.decisions import (
     EndTxnTransit,
     ProducerIdAndEpoch,
@@ -236,16 +236,12 @@ class TransactionCoordinator:
 
     # -- InitProducerId -----------------------------------------------------------------------------
 
+    @runs_to_the_end(STEP)
     async def handle_init_producer_id(
         self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
     ) -> InitProducerIdResult:
         """Kafka's handleInitProducerId for a (non-null) transactional id (run to its end: see
         broker/coordinator/steps.py)."""
-        return await run_to_the_end(self._init_producer_id(transactional_id, transaction_timeout_ms, expected), STEP)
-
-    async def _init_producer_id(
-        self, transactional_id: str, transaction_timeout_ms: int, expected: ProducerIdAndEpoch | None
-    ) -> InitProducerIdResult:
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not self.state_manager.validate_transaction_timeout_ms(transaction_timeout_ms):
@@ -303,16 +299,12 @@ class TransactionCoordinator:
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
 
+    @runs_to_the_end(STEP)
     async def handle_add_partitions_to_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> int:
         """Kafka's handleAddPartitionsToTransaction (the client path): the error for every
         partition of the request (run to its end: see broker/coordinator/steps.py)."""
-        return await run_to_the_end(self._add_partitions(transactional_id, producer_id, producer_epoch, partitions), STEP)
-
-    async def _add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
-    ) -> int:
         found = self._existing(transactional_id)
         if not isinstance(found, CoordinatorEpochAndTxnMetadata):
             return found

@@ -36,6 +36,17 @@ Behaviour, as Kafka's `NetworkClient`, `InFlightRequests` and `ClusterConnection
   without bound. Responses are received into buffers we own (asyncio.BufferedProtocol): small
   frames in a reused scratch buffer, a large one (a fetch response) straight into a bytearray of
   its size, so its bytes are copied once, by recv.
+* SASL (the inter-broker listener is SASL_PLAINTEXT or SASL_SSL): after ApiVersions the
+  connection authenticates (SaslHandshake v1, SaslAuthenticate). When the broker answers a session
+  lifetime (its `connections.max.reauth.ms`, KIP-368), the connection re-authenticates before the
+  session ends, as Kafka's KafkaChannel/SaslClientAuthenticator do: at 85-95 % of the lifetime
+  (the jitter spreads many connections' re-authentications), on the next `send` after that
+  point. The broker closes a connection whose session ended at its next request, so without
+  this every replica fetcher and controller connection would be cut once per lifetime. Kafka's
+  broker answers one request at a time per connection and takes nothing but SASL requests during
+  a re-authentication, so the re-authentication waits until no request is in flight and the
+  sends that arrive meanwhile wait for it; a failed one closes the connection (DisconnectError:
+  the node is reconnected, and authenticated afresh, after the backoff).
 
 Everything here runs on the event loop that created it; nothing is thread-safe.
 """
@@ -105,6 +116,10 @@ _INT16 = struct.Struct(">h")
 SASL_AUTHENTICATE_KEY = 36
 # Kafka's NetworkClient wraps correlation ids before the range SASL reserves at the top
 _MAX_CORRELATION_ID = 2**31 - 1 - 8
+# KIP-368 (Kafka's SaslClientAuthenticator.ReauthInfo): re-authenticate at 85 % of the session
+# lifetime plus up to 10 % jitter, leaving room for latency and clock drift
+REAUTH_WINDOW_FACTOR = 0.85
+REAUTH_WINDOW_JITTER = 0.10
 RECONNECT_BACKOFF_EXP_BASE = 2
 RECONNECT_BACKOFF_JITTER = 0.2
 CONNECTION_SETUP_TIMEOUT_EXP_BASE = 2
@@ -445,6 +460,12 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # KIP-368: loop time from which the next send re-authenticates first (None: the session
+        # does not end), the re-authentication in progress, and how many completed
+        self.reauth_at: float | None = None
+        self.reauthentications = 0
+        self._reauth: asyncio.Task[None] | None = None
+        self._idle_waiters: list[asyncio.Future[None]] = []
 
     @classmethod
     async def open(
@@ -499,7 +520,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     async def _authenticate(self, credentials: Any) -> None:
         """SaslHandshake v1 then the mechanism's tokens in SaslAuthenticate requests (Kafka's
-        SaslClientAuthenticator); ConnectError with the server's message if refused."""
+        SaslClientAuthenticator); ConnectError with the server's message if refused. Sets when
+        to re-authenticate from the session lifetime the last answer carries."""
         hs = await self._send_at(SaslHandshakeRequest(mechanism=credentials.mechanism), 1, None)
         if hs.error_code != 0:
             raise ConnectError(f"SASL handshake for {credentials.mechanism} answered {error_name(hs.error_code)} "
@@ -507,14 +529,52 @@ class ClientConnection(asyncio.BufferedProtocol):
         exchange = credentials.exchange()
         version = self.usable_version(SASL_AUTHENTICATE_KEY)
         token = exchange.step(None)
+        lifetime_ms = 0
         while token is not None:
             resp = await self._send_at(SaslAuthenticateRequest(auth_bytes=token), version, None)
             if resp.error_code != 0:
                 raise ConnectError(f"SASL authentication failed: {resp.error_message}")
+            lifetime_ms = resp.session_lifetime_ms if version >= 1 else 0
             try:
                 token = exchange.step(bytes(resp.auth_bytes))
             except SaslClientError as e:
                 raise ConnectError(f"SASL authentication failed: {e}") from e
+        self.reauth_at = None
+        if lifetime_ms > 0:
+            factor = REAUTH_WINDOW_FACTOR + random.random() * REAUTH_WINDOW_JITTER
+            self.reauth_at = asyncio.get_running_loop().time() + lifetime_ms * factor / 1000
+
+    def _reauthentication_due(self) -> bool:
+        return self._reauth is not None or (
+            self.reauth_at is not None and asyncio.get_running_loop().time() >= self.reauth_at)
+
+    async def _reauthenticate(self) -> None:
+        """Re-authenticate once for every sender that finds it due; a failure closes the
+        connection and raises DisconnectError."""
+        task = self._reauth
+        if task is None:
+            task = self._reauth = asyncio.ensure_future(self._run_reauthentication())
+            task.add_done_callback(_retrieve)
+        await asyncio.shield(task)
+
+    async def _run_reauthentication(self) -> None:
+        try:
+            while self.in_flight and not self.closed:  # the broker takes only SASL requests now
+                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._idle_waiters.append(waiter)
+                await waiter
+            if self.closed:
+                raise DisconnectError(f"connection to {self.label} is closed ({self.close_reason})")
+            try:
+                await self._authenticate(self.config.sasl)
+            except ConnectError as e:
+                self.close(f"re-authentication failed: {e}")
+                raise DisconnectError(f"{self.label}: re-authentication failed: {e}") from e
+            self.reauthentications += 1
+            log.debug("re-authenticated", peer=self.label, mechanism=self.config.sasl.mechanism,
+                      reauthentications=self.reauthentications)
+        finally:
+            self._reauth = None
 
     # -- asyncio.BufferedProtocol -----------------------------------------------------------
 
@@ -574,8 +634,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self, request: ApiMessage, *, version: int | None = None, timeout_ms: float | None = None
     ) -> asyncio.Future[ApiMessage]:
         """Write the request now and return the future of its response (pipelining without a
-        task per request). Callers that write many should await `drain()` between them."""
+        task per request). Callers that write many should await `drain()` between them. It
+        cannot wait for a KIP-368 re-authentication: while one is due or running, `send`."""
         assert request.API_KEY is not None
+        if self._reauthentication_due():
+            raise DisconnectError(f"{self.label}: re-authentication due; use send()")
         return self._write(request, self.usable_version(request.API_KEY, version), timeout_ms)
 
     async def send(
@@ -583,7 +646,9 @@ class ClientConnection(asyncio.BufferedProtocol):
     ) -> ApiMessage:
         """Send and await the response. Raises DisconnectError (RequestTimeoutError,
         InvalidResponseError) when the connection fails first, UnsupportedApiVersionError when
-        there is no usable version (nothing sent)."""
+        there is no usable version (nothing sent). Re-authenticates first when it is due."""
+        while self._reauthentication_due():
+            await self._reauthenticate()
         fut = self.send_nowait(request, version=version, timeout_ms=timeout_ms)
         await self.drain()
         return await fut
@@ -627,6 +692,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             self._fail_head_and_close(str(e))
             return
         entry.timer.cancel()
+        if self._idle_waiters and not self.in_flight:
+            self._wake(self._idle_waiters)
+            self._idle_waiters = []
         if entry.future.done():
             return  # its caller was cancelled; the answer only had to be consumed in order
         try:
@@ -674,6 +742,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 )
             entry.future.set_exception(exc)
         self._wake_drain_waiters()
+        self._wake(self._idle_waiters)
+        self._idle_waiters = []
         if self.transport is not None:
             # nothing we still hold needs to arrive; a peer that stopped reading must not keep
             # the socket open by holding our unsent bytes
@@ -692,6 +762,10 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _wake_drain_waiters(self) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []
+        self._wake(waiters)
+
+    @staticmethod
+    def _wake(waiters: list[asyncio.Future[None]]) -> None:
         for w in waiters:
             if not w.done():
                 w.set_result(None)

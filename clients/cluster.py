@@ -32,6 +32,7 @@ import click
 from click.core import ParameterSource
 
 from broker.config import read_properties_file
+from clients.client_properties import ClientProperties
 from clients.cluster_brokers import add_broker, kill, restart, start, stop
 from clients.cluster_procs import (
     BROKER_READY,
@@ -47,7 +48,7 @@ from clients.cluster_procs import (
     write_state,
 )
 from clients.cluster_procs import stop as stop_process
-from clients.common import admin_client, broker_error, parse_pairs
+from clients.common import admin_client, broker_error, command_config_option, parse_pairs
 from clients.reachability import unanswered
 from clients.watch import watch as run_watch
 from clients.watch import watch_options
@@ -184,21 +185,25 @@ def _found(directory: Path, timeout_s: float) -> ClusterProcs:
 @cluster.command()
 @dir_option
 @click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True)
+@command_config_option
 @watch_options
-def status(directory: Path, timeout_s: float, watch: bool, interval_s: float) -> None:
+def status(directory: Path, timeout_s: float, client_config: ClientProperties, watch: bool,
+           interval_s: float) -> None:
     """Processes, brokers, controller, offline and under-replicated partitions, offline log dirs.
 
     Brokers are found by their configs in the directory, their registration in the cluster's
     ZooKeeper and the process holding each log dir's lock: a broker restarted by hand counts.
-    With --watch the view is refreshed until Ctrl-C.
+    With --watch the view is refreshed until Ctrl-C. The brokers are asked on their first
+    listener, with --command-config's security settings when that listener is SSL or SASL.
 
     \b
     Examples:
       odradek cluster status --dir odradek-cluster
       odradek cluster status --watch --interval 5
+      odradek cluster status --command-config admin.properties
     """
     if not watch:
-        for line in _status_lines(directory, timeout_s):
+        for line in _status_lines(directory, timeout_s, client_config):
             click.echo(line)
         return
     from rich.text import Text
@@ -208,7 +213,7 @@ def status(directory: Path, timeout_s: float, watch: bool, interval_s: float) ->
     def snapshot() -> Text:
         lines: list[str] = []
         try:
-            lines.extend(_status_lines(directory, timeout_s))
+            lines.extend(_status_lines(directory, timeout_s, client_config))
         except click.ClickException as e:  # what was learnt before it stays on the screen
             lines.append(f"Error: {e.format_message()}")
         return Text("\n".join(lines))
@@ -216,7 +221,7 @@ def status(directory: Path, timeout_s: float, watch: bool, interval_s: float) ->
     run_watch(snapshot, interval_s)
 
 
-def _status_lines(directory: Path, timeout_s: float) -> Iterator[str]:
+def _status_lines(directory: Path, timeout_s: float, client: ClientProperties) -> Iterator[str]:
     """`cluster status`'s report, line by line as it is learnt (what the processes say comes
     before what the brokers answer, which may fail)."""
     found = _found(directory, min(timeout_s, 5.0))
@@ -224,7 +229,7 @@ def _status_lines(directory: Path, timeout_s: float) -> Iterator[str]:
     yield f"ZooKeeper {found.zk_connect}: {zk_state}"
     running = [b for b in found.brokers.values() if b.pid is not None and b.port is not None]
     # a broker that does not answer is down now, whatever ZooKeeper still says (issue #21)
-    silent = unanswered((("127.0.0.1", b.port) for b in running), timeout_s)
+    silent = unanswered((("127.0.0.1", b.port) for b in running), timeout_s, client)
     for b in found.brokers.values():
         where = f"127.0.0.1:{b.port}" if b.port is not None else "(not on this machine)"
         why = silent.get(("127.0.0.1", b.port)) if b.port is not None else None
@@ -246,7 +251,7 @@ def _status_lines(directory: Path, timeout_s: float) -> Iterator[str]:
     if not live:
         return
     bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in live)
-    with admin_client(bootstrap, timeout_s) as admin:
+    with admin_client(bootstrap, timeout_s, client) as admin:
         described = admin.describe_topics()
         info = admin.describe_cluster()
         log_dirs = admin.describe_log_dirs(brokers=[b.id for b in live])  # the silent ones cannot answer

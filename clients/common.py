@@ -139,13 +139,18 @@ def _refused(failure: object) -> str | None:
 def _sasl_refused(bootstrap: str, client: ClientProperties | None) -> str | None:
     """With SASL, a bootstrap server that answers ApiVersions (which needs no authentication)
     while the client could not bootstrap has refused the credentials: Kafka closes the
-    connection after a failed authentication, which kafka-python reports only as a disconnect."""
-    if client is None or not client.sasl:
-        return None
-    from clients.reachability import split_address, unanswered
+    connection after a failed authentication, which kafka-python reports only as a disconnect.
+    Without SASL, a bootstrap server that answers only ApiVersions is a SASL listener."""
+    from clients.reachability import WANTS_SASL, split_address, unanswered
 
     seeds = [split_address(a if ":" in a else f"{a}:9092") for a in bootstrap.split(",") if a.strip()]
-    if not seeds or len(unanswered(seeds, 5.0, client)) == len(seeds):
+    if not seeds:
+        return None
+    silent = unanswered(seeds, 5.0, client)
+    if client is None or not client.sasl:
+        wanting = [why.partition(WANTS_SASL)[0] + WANTS_SASL for why in silent.values() if WANTS_SASL in why]
+        return wanting[0] if wanting and len(silent) == len(seeds) else None
+    if len(silent) == len(seeds):
         return None
     mechanism, user, _ = client.sasl_credentials()
     return (f"SASL authentication failed ({mechanism} as {user!r}; the broker answers but closed the "

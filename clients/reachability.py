@@ -25,6 +25,8 @@ from broker.healthcheck import probe_api_versions
 from clients.client_properties import ClientProperties
 
 PROBE_TIMEOUT_S = 2.0  # how long a live broker may take to answer
+# the end of a probe's reason when the broker is alive behind a SASL listener
+WANTS_SASL = "its listener wants SASL authentication"
 
 
 def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S, client: ClientProperties | None = None) -> str | None:
@@ -32,7 +34,9 @@ def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S, client: Clie
     the container health check's Metadata v1 (broker.healthcheck: encoded by hand, one round
     trip), over TLS when the command's client properties say SSL; a SASL listener answers only
     ApiVersions before authentication, so that is what it is asked. Any well-formed answer
-    counts, whatever it says about the cluster."""
+    counts, whatever it says about the cluster. A broker that closes the connection at Metadata
+    but answers ApiVersions is alive behind a SASL listener: the reason says to give the
+    credentials, rather than that it is down."""
     client = client or ClientProperties()
     try:
         if client.sasl:
@@ -43,9 +47,22 @@ def probe(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S, client: Clie
         return f"no answer within {timeout_s:g}s"
     except (ValueError, struct.error):
         return "answered something other than Kafka's protocol"
-    except OSError as e:  # refused, reset, or closed before answering (ConnectionError)
-        return e.strerror or str(e) or type(e).__name__
+    except ConnectionRefusedError as e:
+        return e.strerror or str(e)
+    except OSError as e:  # reset, or closed before answering (ConnectionError)
+        reason = e.strerror or str(e) or type(e).__name__
+        if not client.sasl and _answers_api_versions(host, port, timeout_s, client):
+            return f"{reason} at Metadata after answering ApiVersions: {WANTS_SASL} (give --command-config)"
+        return reason
     return None
+
+
+def _answers_api_versions(host: str, port: int, timeout_s: float, client: ClientProperties) -> bool:
+    try:
+        probe_api_versions(host, port, timeout_s, client.ssl_context())
+    except (OSError, ValueError, struct.error):
+        return False
+    return True
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -199,3 +199,44 @@ def test_one_broker_of_a_cluster_and_a_broker_restarted_by_hand(tmp_path: Path) 
     from clients.zookeeper_server import serves
 
     assert not serves("127.0.0.1", zk_port)
+
+
+def test_status_of_a_sasl_cluster_takes_a_command_config(tmp_path: Path) -> None:
+    """A cluster brought up with its listener mapped to SASL_PLAINTEXT (PLAIN, 2 s sessions:
+    the brokers' own connections re-authenticate): `status --command-config` asks the brokers as
+    that user; without it the brokers are named as wanting SASL authentication, not as down, and
+    so is the bootstrap server of a client command."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret";')
+    d = tmp_path / "c"
+    zk_port, port = free_port(), consecutive_free_ports(2)
+    overrides = ["listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN",
+                 "sasl.mechanism.inter.broker.protocol=PLAIN", f"sasl.jaas.config={jaas}",
+                 "connections.max.reauth.ms=2000"]
+    up = odradek("cluster", "up", "--dir", str(d), "--brokers", "2", "--zookeeper-port", str(zk_port),
+                 "--port", str(port), *(a for o in overrides for a in ("--override", o)), "--timeout", "60")
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                      + jaas.replace(' user_admin="admin-secret"', "") + "\n")
+    try:
+        assert up.returncode == 0, up.stderr
+        status = odradek("cluster", "status", "--dir", str(d), "--command-config", str(config))
+        assert status.returncode == 0, status.stderr
+        assert f"broker 1 127.0.0.1:{port + 1}: running" in status.stdout, status.stdout
+        assert "brokers [0, 1]" in status.stdout and "offline: 0; under-replicated: 0" in status.stdout
+
+        bare = odradek("cluster", "status", "--dir", str(d))
+        assert bare.returncode == 0, bare.stderr
+        wants = "NOT ANSWERING: the broker closed the connection at Metadata after answering ApiVersions: " \
+                "its listener wants SASL authentication (give --command-config)"
+        assert f"broker 0 127.0.0.1:{port}: {wants}" in bare.stdout, bare.stdout
+        assert "cluster " not in bare.stdout
+
+        listed = odradek("topics", "list", "-b", f"127.0.0.1:{port}")
+        assert listed.returncode == 1
+        assert "its listener wants SASL authentication (check --command-config)" in listed.stderr, listed.stderr
+    finally:
+        down = odradek("cluster", "down", "--dir", str(d))
+    assert down.returncode == 0, down.stderr
+    logs = "".join(p.read_text() for p in (d / "logs").glob("broker-*.log"))
+    assert "Disconnecting expired channel" not in logs

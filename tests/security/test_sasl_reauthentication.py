@@ -2,10 +2,15 @@
 `connections.max.reauth.ms=2000`: SaslAuthenticate v1+ answers the session lifetime; an expired
 session's next request closes the connection (Kafka's SocketServer); a SaslHandshake on the live
 connection re-authenticates it (same principal, at most one start a second) and starts a new
-session; and Kafka 3.9.2's console producer keeps producing across several re-authentications."""
+session; Kafka 3.9.2's console producer keeps producing across several re-authentications; and
+the brokers' own client (broker.network_client, the replica fetchers' and the controller's)
+re-authenticates its connection before the session ends, after waiting out the requests in
+flight, and closes it when the re-authentication fails."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,9 +18,25 @@ from pathlib import Path
 
 import pytest
 
+from broker.network_client import (
+    REAUTH_WINDOW_FACTOR,
+    REAUTH_WINDOW_JITTER,
+    DisconnectError,
+    NetworkClient,
+    NetworkClientConfig,
+)
 from broker.sasl.authenticator import ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED
+from broker.sasl.client import SaslClientCredentials
 from protocol.framing import encode_request_frame
-from protocol.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from protocol.messages import (
+    CreateTopicsRequest,
+    FetchRequest,
+    MetadataRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+from protocol.messages import create_topics_request as ct
+from protocol.messages import fetch_request as fr
 from tests.broker_process import BrokerProcess, free_port
 from tests.client_round_trips import rdkafka_read
 from tests.compat.jvm import java_command
@@ -124,3 +145,90 @@ def test_java_console_producer_keeps_producing_across_reauthentications(reauth: 
     assert not any("Disconnecting expired channel" in line for line in reauth.broker.lines[after:])
     read = rdkafka_read({"bootstrap.servers": reauth.plaintext}, topic, len(sent))
     assert read == [s.encode() for s in sent]
+
+
+# -- the brokers' own client ------------------------------------------------------------------
+
+
+def alice_client(reauth: ReauthBroker, password: str = USERS["alice"]) -> NetworkClient:
+    return NetworkClient(NetworkClientConfig(sasl=SaslClientCredentials("PLAIN", "alice", password)),
+                         {0: ("127.0.0.1", reauth.sasl_port)})
+
+
+async def until(moment: float) -> None:
+    """Wait for a point on the loop's clock (the session's re-authentication time or expiry)."""
+    await asyncio.sleep(max(0.0, moment - asyncio.get_running_loop().time()))
+
+
+async def test_network_client_reauthenticates_before_the_session_ends(reauth: ReauthBroker) -> None:
+    """At 85-95 % of the lifetime the next send re-authenticates first; a connection left idle past
+    its session's end does so too (the broker would close it at the request): the same connection
+    serves throughout, and the broker logs each re-authentication, never an expired channel."""
+    after = len(reauth.broker.lines)
+    loop = asyncio.get_running_loop()
+    client = alice_client(reauth)
+    try:
+        conn = await client.ready(0)
+        authenticated = loop.time()
+        assert conn.reauth_at is not None
+        window = (LIFETIME_MS * REAUTH_WINDOW_FACTOR / 1000,
+                  LIFETIME_MS * (REAUTH_WINDOW_FACTOR + REAUTH_WINDOW_JITTER) / 1000)
+        assert window[0] - 0.1 <= conn.reauth_at - authenticated <= window[1]
+        await until(conn.reauth_at)
+        assert (await client.send(0, MetadataRequest(topics=[]))).brokers
+        assert conn.reauthentications == 1
+        renewed = loop.time()
+        await until(renewed + LIFETIME_MS / 1000 + 0.2)  # idle past the renewed session's end
+        assert (await client.send(0, MetadataRequest(topics=[]))).brokers
+        assert conn.reauthentications == 2
+        assert await client.ready(0) is conn and not conn.closed
+    finally:
+        await client.close()
+    lines = reauth.broker.lines[after:]
+    assert sum("re-authenticated SASL client" in line and "principal='User:alice'" in line for line in lines) == 2
+    assert not any("Disconnecting expired channel" in line for line in lines)
+
+
+async def test_network_client_reauthentication_waits_for_the_request_in_flight(reauth: ReauthBroker) -> None:
+    """Kafka's broker takes only SASL requests during a re-authentication: a send that finds it
+    due while a long-poll Fetch is in flight waits for that answer, then re-authenticates, then
+    goes; the Fetch is answered whole."""
+    client = alice_client(reauth)
+    topic = "reauth-in-flight"
+    try:
+        created = await client.send(0, CreateTopicsRequest(timeout_ms=10000, topics=[ct.CreatableTopic(
+            name=topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+        assert created.topics[0].error_code == 0
+        conn = await client.ready(0)
+        poll = asyncio.ensure_future(client.send(0, FetchRequest(
+            replica_id=-1, max_wait_ms=1000, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+            topics=[fr.FetchTopic(topic=topic, partitions=[fr.FetchPartition(partition=0, fetch_offset=0,
+                                                                             partition_max_bytes=1 << 20)])])))
+        while not conn.in_flight:
+            await asyncio.sleep(0)  # until the Fetch is written
+        conn.reauth_at = asyncio.get_running_loop().time()  # due now, with the Fetch in flight
+        metadata = await asyncio.wait_for(client.send(0, MetadataRequest(topics=[])), 10)
+        assert poll.done()  # answered before the re-authentication began
+        fetched = poll.result()
+        assert fetched.error_code == 0 and fetched.responses[0].partitions[0].error_code == 0
+        assert metadata.brokers and conn.reauthentications == 1 and not conn.closed
+    finally:
+        await client.close()
+
+
+async def test_network_client_closes_the_connection_when_reauthentication_fails(reauth: ReauthBroker) -> None:
+    """The password changed under the connection: the re-authentication is refused, the send
+    fails with DisconnectError (retriable: the node is reconnected after the backoff) and the
+    connection is closed."""
+    client = alice_client(reauth)
+    try:
+        conn = await client.ready(0)
+        conn.config = dataclasses.replace(conn.config, sasl=SaslClientCredentials("PLAIN", "alice", "wrong"))
+        conn.reauth_at = asyncio.get_running_loop().time()
+        with pytest.raises(DisconnectError, match="re-authentication failed: SASL authentication failed"):
+            await asyncio.wait_for(client.send(0, MetadataRequest(topics=[])), 10)
+        assert conn.closed and not client.is_ready(0)
+        assert (await client.send(0, MetadataRequest(topics=[]))).brokers  # a new connection, authenticated
+        assert await client.ready(0) is not conn
+    finally:
+        await client.close()

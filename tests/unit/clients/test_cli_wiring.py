@@ -67,6 +67,7 @@ def test_examples_parse(path: str, line: str, tmp_path: Path,
         (segments / name).touch()
     (tmp_path / "data" / "cleaner-offset-checkpoint").touch()
     (tmp_path / "config").mkdir()
+    (tmp_path / "admin.properties").write_text("security.protocol=SSL\n")
     for name in ("server.properties", "config/server.properties", "clicks.txt", "plan.json"):
         (tmp_path / name).touch()
     assert f"odradek {path}".rstrip() in line

@@ -80,15 +80,19 @@ class LogFile:
 class FileRecords:
     """Bytes [position, position + size) of a segment's ``.log`` file (see the module docstring)."""
 
-    __slots__ = ("_file", "position", "size")
+    __slots__ = ("_data", "_file", "position", "size")
 
-    def __init__(self, file: LogFile, position: int, size: int) -> None:
+    def __init__(self, file: LogFile, position: int, size: int, data: bytes | None = None) -> None:
         self._file = file
         self.position = position
         self.size = size
+        self._data = data  # the slice's bytes when the segment still held them (its last batch)
 
     def read(self) -> bytes:
-        """The bytes of the slice (one pread; shorter only if the file was truncated since)."""
+        """The bytes of the slice (one pread, or none when the segment handed them over; shorter
+        only if the file was truncated since)."""
+        if self._data is not None:
+            return self._data
         if self.size == 0:
             return b""
         return self._file.pread(self.size, self.position)

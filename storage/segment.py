@@ -47,9 +47,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from protocol.primitives import I64
+from protocol.primitives import I32, I64
 from protocol.records import (
     BASE_OFFSET,
+    BATCH_LENGTH,
+    LAST_OFFSET_DELTA,
     LOG_OVERHEAD,
     RecordsError,
     decode_records,
@@ -106,6 +108,9 @@ SWAP_FILE_SUFFIX = ".swap"
 
 _INT32_MAX = 2147483647
 _LONG_MAX = 9223372036854775807
+# the largest single-batch append a segment keeps a copy of for the reads at the log end (see
+# LogSegment._tail); larger fetch responses are streamed from the file (sendfile) anyway
+TAIL_CACHE_MAX_BYTES = 16 * 1024
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -215,6 +220,13 @@ class LogSegment:
         # fetches from exactly there, so translate_offset can start its header scan at it
         # instead of at the sparse index entry up to index.interval.bytes earlier.
         self._last_append: tuple[int, int] | None = None
+        # the latest append when it was one batch of under TAIL_CACHE_MAX_BYTES: (base offset,
+        # last offset, position, bytes). Every read at the log end -- each follower's fetch
+        # woken by the append, then the consumers' once the high watermark passes it -- wants
+        # exactly that batch: it is answered from here without a header scan or a pread (two
+        # system calls per reader per round on the replication round's path). Dropped by
+        # whatever rewrites the segment's end (truncation, recovery, a failed append).
+        self._tail: tuple[int, int, int, bytes] | None = None
         # positions of invalid batches a read already logged (see _corrupt)
         self._reported_corrupt: set[int] = set()
         self.created = time_ms()
@@ -447,6 +459,7 @@ class LogSegment:
             self._offset_of_max_ts,
             self._bytes_since_last_index_entry,
             self._last_append,
+            self._tail,
             self._rolling_ts,
             oi.entries,
             ti.entries,
@@ -458,7 +471,14 @@ class LogSegment:
             if pos == 0:
                 self._rolling_ts = largest_timestamp
             self._size = pos + n
-            self._last_append = (I64.unpack_from(records, BASE_OFFSET)[0], pos)
+            base = I64.unpack_from(records, BASE_OFFSET)[0]
+            self._last_append = (base, pos)
+            # one batch (its length field covers everything written): keep a copy of it
+            self._tail = (
+                (base, base + I32.unpack_from(records, LAST_OFFSET_DELTA)[0], pos, bytes(records))
+                if n <= TAIL_CACHE_MAX_BYTES and I32.unpack_from(records, BATCH_LENGTH)[0] + LOG_OVERHEAD == n
+                else None
+            )
             max_ts = self._max_ts
             if max_ts is None:
                 max_ts = self._read_max_timestamp_and_offset().timestamp
@@ -488,6 +508,7 @@ class LogSegment:
             self._offset_of_max_ts,
             self._bytes_since_last_index_entry,
             self._last_append,
+            self._tail,
             self._rolling_ts,
             oi_entries,
             ti_entries,
@@ -527,6 +548,11 @@ class LogSegment:
         raised at the first that fails, instead of stopping there and answering None (which
         makes the log read on in the next segment: a silent skip of every offset in between).
         """
+        tail = self._tail
+        if tail is not None and tail[0] <= offset and starting_position <= tail[2]:
+            # the latest append, one batch validated on its way in: it holds `offset` or
+            # nothing at or after it does (the scan below would find the same)
+            return LogOffsetPosition(tail[1], tail[2], len(tail[3])) if offset <= tail[1] else None
         hint = self._last_append
         if hint is not None and hint[0] <= offset:
             # every batch before the last appended one ends below `offset`, and no index entry
@@ -642,8 +668,10 @@ class LogSegment:
         fetch_size = min(limit - start, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(meta, EMPTY_RECORDS)
+        tail = self._tail
+        data = tail[3] if tail is not None and tail[2] == start and len(tail[3]) == fetch_size else None
         return FetchDataInfo(
-            meta, FileRecords(self._file, start, fetch_size), adjusted < mapping.size
+            meta, FileRecords(self._file, start, fetch_size, data), adjusted < mapping.size
         )
 
     def read_next_offset(self) -> int:
@@ -882,6 +910,7 @@ class LogSegment:
             os.ftruncate(self._file.fd, valid)
         self._size = valid
         self._last_append = None
+        self._tail = None
         self._bytes_since_last_index_entry = valid - last_index_entry
         oi.trim_to_valid_size()
         # a normally closed segment ends with the largest timestamp: do the same
@@ -923,6 +952,7 @@ class LogSegment:
             os.ftruncate(self._file.fd, size)
         self._size = size
         self._last_append = None
+        self._tail = None
         return original - size
 
     def _read_largest_timestamp(self) -> TimestampOffset:

@@ -277,8 +277,10 @@ def test_truncate_to(tmp_path: Path) -> None:
 def test_rename_to_deleted_and_delete(tmp_path: Path) -> None:
     seg = open_segment(tmp_path, 7)
     append(seg, offset_batch(7, 3))
-    slice_ = seg.read(7, 1000)
-    assert slice_ is not None
+    append(seg, offset_batch(10, 2))
+    slice_ = seg.read(7, offset_batch_size := len(offset_batch(7, 3)))
+    tail = seg.read(10, 1000)  # the latest append: its bytes come with the slice
+    assert slice_ is not None and tail is not None and slice_.records.size == offset_batch_size
     seg.rename_to_deleted()
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [
@@ -293,6 +295,7 @@ def test_rename_to_deleted_and_delete(tmp_path: Path) -> None:
     assert seg.deleted
     with pytest.raises(ValueError):
         slice_.records.read()
+    assert tail.records.read() == offset_batch(10, 2)
 
 
 def test_kafka_python_reads_our_segment(tmp_path: Path) -> None:

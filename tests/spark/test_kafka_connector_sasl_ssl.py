@@ -4,7 +4,10 @@ SCRAM-SHA-256 (issue #23, Real peers): `kafka.security.protocol=SASL_SSL`,
 truststore made by keytool. The Odradek node runs in ZooKeeper mode, where SCRAM credentials
 live; the user is created with Kafka 3.9.2's kafka-configs before the broker starts. A batch
 write and a batch read back are equal, and the broker logged the SCRAM authentications of
-User:spark on the SASL_SSL listener. The PLAINTEXT listener only serves the topic's creation."""
+User:spark on the SASL_SSL listener. Our `format("odradek")` source and sink take the same
+`kafka.*` security options (mapped for kafka-python as `odradek --command-config` maps them) and
+read and write the same topic over the same listener. The PLAINTEXT listener only serves the
+topic's creation."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 SPARK_PASSWORD = "spark-secret"
 
 
-def test_kafka_source_and_sink_over_sasl_ssl_scram(spark: Any, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+def test_kafka_and_odradek_sources_and_sinks_over_sasl_ssl_scram(spark: Any, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     zk = zookeeper.connect_string()
     run_tool(CONFIG_COMMAND, "--zookeeper", zk, "--alter", "--add-config",
              f"SCRAM-SHA-256=[password={SPARK_PASSWORD}]", "--entity-type", "users", "--entity-name", "spark")
@@ -53,6 +56,16 @@ def test_kafka_source_and_sink_over_sasl_ssl_scram(spark: Any, zookeeper: ZooKee
         got = (spark.read.format("kafka").options(**security).option("subscribe", topic).load()
                .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value").collect())
         assert sorted((r.key, r.value) for r in got) == sorted(rows)
+        # the odradek source reads what Spark's sink wrote, and its sink writes what Spark's source reads
+        ours = (spark.read.format("odradek").options(**security).option("subscribe", topic).load()
+                .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value").collect())
+        assert sorted((r.key, r.value) for r in ours) == sorted(rows)
+        more = [(f"o{i}", f"w{i}") for i in range(100)]
+        spark.createDataFrame(more, "key string, value string").write.format("odradek") \
+            .options(**security).option("topic", topic).mode("append").save()
+        got = (spark.read.format("kafka").options(**security).option("subscribe", topic).load()
+               .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value").collect())
+        assert sorted((r.key, r.value) for r in got) == sorted(rows + more)
         scram = [line for line in broker.lines if "authenticated SASL client" in line]
         assert scram and all("listener='SASL_SSL'" in line and "mechanism='SCRAM-SHA-256'" in line
                              and "principal='User:spark'" in line for line in scram), scram

@@ -57,6 +57,7 @@ import pytest
 
 from tests.fault.nemesis import (
     BEFORE,
+    RECOVER_S,
     SCENARIOS,
     FaultLog,
     FaultTable,
@@ -246,6 +247,19 @@ ANOMALIES = ("lost", "moved", "duplicated", "divergent", "offsets-backwards", "i
 MIN_ACKED_PER_PERIOD = 10
 
 
+async def acked_again(history: History) -> None:
+    """Until MIN_ACKED_PER_PERIOD acks=all records are acknowledged after the last fault's
+    injection (the run's start before the first): the producers must get going again -- and,
+    before the first fault, get going at all (bootstrap, InitProducerId) -- before the next
+    fault, or the fault period would test nothing (seed 16 once injected its first fault 1.07 s
+    in, before any acknowledgement). Not within RECOVER_S is a failure of its own (liveness)."""
+    since = history.faults[-1][0] if history.faults else 0.0
+    deadline = time.monotonic() + RECOVER_S
+    while sum(1 for _, _, t in list(history.acked.values()) if t > since) < MIN_ACKED_PER_PERIOD:
+        assert time.monotonic() < deadline, f"fewer than {MIN_ACKED_PER_PERIOD} acknowledgements within {RECOVER_S}s"
+        await asyncio.sleep(0.1)
+
+
 def offsets_backwards(group_log: list[tuple[str, int, int, float]]) -> list[tuple[int, int, int, float]]:
     """(partition, offset read back, the highest committed or read back before it, t) for each
     read-back below an earlier commit or read-back of its partition."""
@@ -311,7 +325,7 @@ async def run(cluster: NetnsCluster, tmp_path: Path, seed: int, faults: list[str
         t.start()
     counts: dict[str, int] = {}
     try:
-        await nemesis(cluster, WATCHED, history, rng, faults, counts)
+        await nemesis(cluster, WATCHED, history, rng, faults, counts, progress=lambda: acked_again(history))
         await asyncio.sleep(1.0)  # the producers write on the recovered cluster too
     except AssertionError as e:
         dump_logs(cluster, tmp_path)

@@ -216,7 +216,10 @@ def test_initial_rebalance_delay_extends_while_new_members_join(tmp_path: Path, 
         assert {r.generation_id for r in results} == {1}
         assert results[0].leader == m0
         assert sorted(m.member_id for m in results[0].members) == sorted([m0, m1, m2])
-        # Extended once per window in which somebody new arrived: two windows, then done.
+        # Extended once per window in which somebody new arrived: two windows, then done. The
+        # broker logs "stabilized group" before it answers the joins, but its log reaches us
+        # through a pipe and a reader thread: wait for the line, then count.
+        b.wait_for_line("stabilized group", 10, after=mark)
         assert len(lines_with(b, EXTEND_LINE, "ext", mark)) == 2
         assert len(lines_with(b, "stabilized group", "ext", mark)) == 1
     finally:

@@ -109,7 +109,7 @@ SWAP_FILE_SUFFIX = ".swap"
 _INT32_MAX = 2147483647
 _LONG_MAX = 9223372036854775807
 # the largest single-batch append a segment keeps a copy of for the reads at the log end (see
-# LogSegment._tail); larger fetch responses are streamed from the file (sendfile) anyway
+# LogSegment._last_append); larger fetch responses are streamed from the file (sendfile) anyway
 TAIL_CACHE_MAX_BYTES = 16 * 1024
 
 
@@ -216,17 +216,16 @@ class LogSegment:
         self._offset_of_max_ts = base_offset
         self._rolling_ts: int | None = None  # first batch's max timestamp, once known
         self._bytes_since_last_index_entry = 0
-        # (base offset, position) of the first batch of the latest append: a consumer keeping up
-        # fetches from exactly there, so translate_offset can start its header scan at it
-        # instead of at the sparse index entry up to index.interval.bytes earlier.
-        self._last_append: tuple[int, int] | None = None
-        # the latest append when it was one batch of under TAIL_CACHE_MAX_BYTES: (base offset,
-        # last offset, position, bytes). Every read at the log end -- each follower's fetch
-        # woken by the append, then the consumers' once the high watermark passes it -- wants
-        # exactly that batch: it is answered from here without a header scan or a pread (two
-        # system calls per reader per round on the replication round's path). Dropped by
-        # whatever rewrites the segment's end (truncation, recovery, a failed append).
-        self._tail: tuple[int, int, int, bytes] | None = None
+        # The latest append: (base offset, position of its first batch, and -- when it was one
+        # batch of at most TAIL_CACHE_MAX_BYTES -- that batch's last offset and a copy of its
+        # bytes, else None, None). A consumer keeping up fetches from exactly there, so
+        # translate_offset starts its header scan at it instead of at the sparse index entry up
+        # to index.interval.bytes earlier; and every read of a one-batch append -- each
+        # follower's fetch woken by it, then the consumers' once the high watermark passes it --
+        # is answered from the copy without a header scan or a pread (two system calls per
+        # reader per round on the replication round's path). Dropped by whatever rewrites the
+        # segment's end (truncation, recovery), restored by a failed append's undo.
+        self._last_append: tuple[int, int, int | None, bytes | None] | None = None
         # positions of invalid batches a read already logged (see _corrupt)
         self._reported_corrupt: set[int] = set()
         self.created = time_ms()
@@ -459,7 +458,6 @@ class LogSegment:
             self._offset_of_max_ts,
             self._bytes_since_last_index_entry,
             self._last_append,
-            self._tail,
             self._rolling_ts,
             oi.entries,
             ti.entries,
@@ -472,12 +470,11 @@ class LogSegment:
                 self._rolling_ts = largest_timestamp
             self._size = pos + n
             base = I64.unpack_from(records, BASE_OFFSET)[0]
-            self._last_append = (base, pos)
             # one batch (its length field covers everything written): keep a copy of it
-            self._tail = (
-                (base, base + I32.unpack_from(records, LAST_OFFSET_DELTA)[0], pos, bytes(records))
+            self._last_append = (
+                (base, pos, base + I32.unpack_from(records, LAST_OFFSET_DELTA)[0], bytes(records))
                 if n <= TAIL_CACHE_MAX_BYTES and I32.unpack_from(records, BATCH_LENGTH)[0] + LOG_OVERHEAD == n
-                else None
+                else (base, pos, None, None)
             )
             max_ts = self._max_ts
             if max_ts is None:
@@ -508,7 +505,6 @@ class LogSegment:
             self._offset_of_max_ts,
             self._bytes_since_last_index_entry,
             self._last_append,
-            self._tail,
             self._rolling_ts,
             oi_entries,
             ti_entries,
@@ -548,13 +544,13 @@ class LogSegment:
         raised at the first that fails, instead of stopping there and answering None (which
         makes the log read on in the next segment: a silent skip of every offset in between).
         """
-        tail = self._tail
-        if tail is not None and tail[0] <= offset and starting_position <= tail[2]:
-            # the latest append, one batch validated on its way in: it holds `offset` or
-            # nothing at or after it does (the scan below would find the same)
-            return LogOffsetPosition(tail[1], tail[2], len(tail[3])) if offset <= tail[1] else None
         hint = self._last_append
         if hint is not None and hint[0] <= offset:
+            last, data = hint[2], hint[3]
+            if last is not None and data is not None and starting_position <= hint[1]:
+                # the latest append, one batch validated on its way in: it holds `offset` or
+                # nothing at or after it does (the scan below would find the same)
+                return LogOffsetPosition(last, hint[1], len(data)) if offset <= last else None
             # every batch before the last appended one ends below `offset`, and no index entry
             # points past it (entries are only ever added at appended batches): the index
             # lookup (a binary search) could only answer a position at or before it. Reads at
@@ -668,8 +664,10 @@ class LogSegment:
         fetch_size = min(limit - start, adjusted)
         if fetch_size <= 0:
             return FetchDataInfo(meta, EMPTY_RECORDS)
-        tail = self._tail
-        data = tail[3] if tail is not None and tail[2] == start and len(tail[3]) == fetch_size else None
+        latest = self._last_append
+        data = latest[3] if latest is not None and latest[1] == start else None
+        if data is not None and len(data) != fetch_size:
+            data = None  # a read of part of it
         return FetchDataInfo(
             meta, FileRecords(self._file, start, fetch_size, data), adjusted < mapping.size
         )
@@ -910,7 +908,6 @@ class LogSegment:
             os.ftruncate(self._file.fd, valid)
         self._size = valid
         self._last_append = None
-        self._tail = None
         self._bytes_since_last_index_entry = valid - last_index_entry
         oi.trim_to_valid_size()
         # a normally closed segment ends with the largest timestamp: do the same
@@ -952,7 +949,6 @@ class LogSegment:
             os.ftruncate(self._file.fd, size)
         self._size = size
         self._last_append = None
-        self._tail = None
         return original - size
 
     def _read_largest_timestamp(self) -> TimestampOffset:

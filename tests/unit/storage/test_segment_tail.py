@@ -1,4 +1,4 @@
-"""LogSegment's copy of its latest one-batch append (`_tail`): reads at the log end -- the
+"""LogSegment's copy of its latest one-batch append (`_last_append`): reads at the log end -- the
 followers' fetches woken by the append, then the consumers' -- are answered from it without a
 header scan or a pread, and it never answers bytes the file no longer holds: not after a
 truncation (a follower's, then a different batch at the same offsets), not after a failed

@@ -228,6 +228,18 @@ async def inject(cluster: NetnsCluster, watched: Watched, log: FaultLog, rng: ra
 VictimChooser = Callable[[dict[str, Any], random.Random], int]
 
 
+async def progress_since_last_fault(log: FaultLog, made: Callable[[float], bool], failure: str) -> None:
+    """Until `made(since)` holds, `since` the last fault's injection (the run's start before the
+    first), polled every 0.1 s: a nemesis `progress` step, so that the workload gets going again
+    after a recovery and each fault period tests something. Not within RECOVER_S is a failure
+    of its own (liveness): AssertionError(`failure`)."""
+    since = log.faults[-1][0] if log.faults else 0.0
+    deadline = time.monotonic() + RECOVER_S
+    while not made(since):
+        assert time.monotonic() < deadline, failure
+        await asyncio.sleep(0.1)
+
+
 async def nemesis(cluster: NetnsCluster, watched: Watched, log: FaultLog, rng: random.Random, faults: list[str],
                   counts: dict[str, int], actions: dict[str, tuple[str, VictimChooser]] | None = None,
                   progress: Callable[[], Awaitable[None]] | None = None) -> None:

@@ -66,6 +66,7 @@ from tests.fault.nemesis import (
     fault_cluster,
     healthy,
     nemesis,
+    progress_since_last_fault,
     seeded_faults,
 )
 from tests.fault.netns import IDS, NetnsCluster, available
@@ -253,11 +254,9 @@ async def acked_again(history: History) -> None:
     before the first fault, get going at all (bootstrap, InitProducerId) -- before the next
     fault, or the fault period would test nothing (seed 16 once injected its first fault 1.07 s
     in, before any acknowledgement). Not within RECOVER_S is a failure of its own (liveness)."""
-    since = history.faults[-1][0] if history.faults else 0.0
-    deadline = time.monotonic() + RECOVER_S
-    while sum(1 for _, _, t in list(history.acked.values()) if t > since) < MIN_ACKED_PER_PERIOD:
-        assert time.monotonic() < deadline, f"fewer than {MIN_ACKED_PER_PERIOD} acknowledgements within {RECOVER_S}s"
-        await asyncio.sleep(0.1)
+    await progress_since_last_fault(
+        history, lambda since: sum(1 for _, _, t in list(history.acked.values()) if t > since) >= MIN_ACKED_PER_PERIOD,
+        f"fewer than {MIN_ACKED_PER_PERIOD} acknowledgements within {RECOVER_S}s")
 
 
 def offsets_backwards(group_log: list[tuple[str, int, int, float]]) -> list[tuple[int, int, int, float]]:

@@ -85,6 +85,7 @@ from tests.fault.nemesis import (
     healthy,
     leader_of,
     nemesis,
+    progress_since_last_fault,
     seeded_faults,
 )
 from tests.fault.netns import BROKER_PORT, IDS, HostConnection, NetnsCluster, available
@@ -321,11 +322,9 @@ async def committed_again(history: History) -> None:
     """Until a transaction commits after the last fault's injection (the run's start before the
     first): after a recovery the producers must get going again before the next fault, or the
     fault period would test nothing. Not within RECOVER_S is a failure of its own (liveness)."""
-    since = history.faults[-1][0] if history.faults else 0.0
-    deadline = time.monotonic() + RECOVER_S
-    while not any(t.outcome == "committed" and (t.t or 0.0) > since for t in list(history.txns.values())):
-        assert time.monotonic() < deadline, f"no transaction committed within {RECOVER_S}s of the recovery"
-        await asyncio.sleep(0.1)
+    await progress_since_last_fault(
+        history, lambda since: any(t.outcome == "committed" and (t.t or 0.0) > since for t in list(history.txns.values())),
+        f"no transaction committed within {RECOVER_S}s of the recovery")
 
 
 ANOMALIES = ("lost", "duplicated", "aborted-visible", "partial", "uncommitted-read", "divergent", "hanging",

@@ -147,12 +147,13 @@ def test_kafka_python_plain(sasl: SaslBroker, protocol: str) -> None:
 
 
 def test_kafka_python_wrong_password(sasl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
-    """kafka-python 3 retries the bootstrap after a failed authentication (until max_block_ms) and
-    logs the broker's error: SaslAuthenticationFailedError with Kafka's message."""
+    """kafka-python 3 retries the bootstrap after a failed authentication (until
+    bootstrap_timeout_ms, 30 s by default) and logs the broker's error:
+    SaslAuthenticationFailedError with Kafka's message."""
     with pytest.raises(KafkaPythonError, match="Unable to bootstrap"):
         KafkaProducer(bootstrap_servers=sasl.sasl_plaintext, security_protocol="SASL_PLAINTEXT",
                       sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="nope",
-                      max_block_ms=5000).close()
+                      bootstrap_timeout_ms=3000).close()
     assert any("SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in r.getMessage()
                for r in caplog.records)
 

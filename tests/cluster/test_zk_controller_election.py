@@ -19,6 +19,9 @@ from tests.zookeeper import ZooKeeperServer
 
 @pytest.fixture
 async def proxy(zookeeper: ZooKeeperServer) -> AsyncIterator[ZkProxy]:
+    """Tests name it before `env`: fixtures are torn down in the reverse order of their set-up,
+    so the controllers connected through the proxy close while it still forwards (a ZooKeeper
+    client closing through a closed proxy waits its 30 s request timeout for the answer)."""
     p = await ZkProxy(zookeeper.port).start()
     yield p
     await p.close()
@@ -48,7 +51,7 @@ async def test_one_of_three_is_elected_and_the_epoch_moves_on_failover(env):
     assert not last.is_active
 
 
-async def test_an_expired_controller_resigns_and_the_other_takes_over(env, proxy, caplog):
+async def test_an_expired_controller_resigns_and_the_other_takes_over(proxy, env, caplog):
     caplog.set_level(logging.INFO)
     await env.broker(1)
     await env.broker(2)
@@ -74,7 +77,7 @@ async def test_an_expired_controller_resigns_and_the_other_takes_over(env, proxy
     assert "[Controller id=1] Resigned" in caplog.messages
 
 
-async def test_a_zombie_controllers_writes_are_refused_by_the_epoch_check(env, proxy, caplog):
+async def test_a_zombie_controllers_writes_are_refused_by_the_epoch_check(proxy, env, caplog):
     """Controller 1 is cut off from ZooKeeper (its session survives); an operator deletes
     /controller, so controller 2 is elected with epoch 2. Controller 1 still believes it leads and
     handles a topic change: its state znode write carries the old /controller_epoch version, is

@@ -128,8 +128,7 @@ def test_java_console_producer_keeps_producing_across_reauthentications(reauth: 
     sent: list[str] = []
 
     def reauthentications() -> int:
-        return sum(1 for line in reauth.broker.lines[after:]
-                   if "re-authenticated SASL client" in line and "principal='User:alice'" in line)
+        return alice_reauthentications(reauth, after)
 
     with reaped(proc):
         assert proc.stdin is not None
@@ -153,6 +152,12 @@ def test_java_console_producer_keeps_producing_across_reauthentications(reauth: 
 def alice_client(reauth: ReauthBroker, password: str = USERS["alice"]) -> NetworkClient:
     return NetworkClient(NetworkClientConfig(sasl=SaslClientCredentials("PLAIN", "alice", password)),
                          {0: ("127.0.0.1", reauth.sasl_port)})
+
+
+def alice_reauthentications(reauth: ReauthBroker, after: int) -> int:
+    """The broker's lines from index `after` on that log a re-authentication of User:alice."""
+    return sum(1 for line in reauth.broker.lines[after:]
+               if "re-authenticated SASL client" in line and "principal='User:alice'" in line)
 
 
 async def until(moment: float) -> None:
@@ -184,9 +189,10 @@ async def test_network_client_reauthenticates_before_the_session_ends(reauth: Re
         assert await client.ready(0) is conn and not conn.closed
     finally:
         await client.close()
-    lines = reauth.broker.lines[after:]
-    assert sum("re-authenticated SASL client" in line and "principal='User:alice'" in line for line in lines) == 2
-    assert not any("Disconnecting expired channel" in line for line in lines)
+    # the broker logs before it answers, but its lines reach us through a pipe and a reader thread
+    reauth.broker.wait_until(lambda: alice_reauthentications(reauth, after) >= 2, timeout=10)
+    assert alice_reauthentications(reauth, after) == 2
+    assert not any("Disconnecting expired channel" in line for line in reauth.broker.lines[after:])
 
 
 async def test_network_client_reauthentication_waits_for_the_request_in_flight(reauth: ReauthBroker) -> None:

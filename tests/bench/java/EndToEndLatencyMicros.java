@@ -46,21 +46,34 @@ public class EndToEndLatencyMicros {
             consumer.seekToEnd(tps);
             consumer.assignment().forEach(consumer::position);
             long[] micros = new long[n];
+            long[] produce = new long[n];
+            long[] poll = new long[n];
             byte[] message = new byte[100];
             Arrays.fill(message, (byte) 'A');
             for (int i = 0; i < n; i++) {
                 long begin = System.nanoTime();
                 producer.send(new ProducerRecord<>(topic, message)).get();
+                long acknowledged = System.nanoTime();
                 ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(60_000));
-                long elapsed = System.nanoTime() - begin;
+                long end = System.nanoTime();
+                long elapsed = end - begin;
+                produce[i] = (acknowledged - begin) / 1000;
+                poll[i] = (end - acknowledged) / 1000;
                 if (records.count() != 1) {
                     throw new RuntimeException("expected the one record just sent, got " + records.count());
                 }
                 micros[i] = elapsed / 1000;
             }
-            Arrays.sort(micros);
-            System.out.printf("us p10 %d p50 %d p90 %d p99 %d p99.9 %d%n", micros[n / 10], micros[n / 2],
-                    micros[(int) (n * 0.9)], micros[(int) (n * 0.99)], micros[(int) (n * 0.999)]);
+            print("us", micros);
+            print("produce", produce);
+            print("poll", poll);
         }
+    }
+
+    private static void print(String label, long[] micros) {
+        int n = micros.length;
+        Arrays.sort(micros);
+        System.out.printf("%s p10 %d p50 %d p90 %d p99 %d p99.9 %d%n", label, micros[n / 10], micros[n / 2],
+                micros[(int) (n * 0.9)], micros[(int) (n * 0.99)], micros[(int) (n * 0.999)]);
     }
 }

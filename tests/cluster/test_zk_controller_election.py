@@ -20,8 +20,9 @@ from tests.zookeeper import ZooKeeperServer
 @pytest.fixture
 async def proxy(zookeeper: ZooKeeperServer) -> AsyncIterator[ZkProxy]:
     """Tests name it before `env`: fixtures are torn down in the reverse order of their set-up,
-    so the controllers connected through the proxy close while it still forwards (a ZooKeeper
-    client closing through a closed proxy waits its 30 s request timeout for the answer)."""
+    so the controllers connected through the proxy shut down while it still forwards. Torn down
+    after it, a controller whose event was waiting on ZooKeeper then (in about half the runs)
+    waits out its event manager's 30 s shutdown bound, which cancels the event."""
     p = await ZkProxy(zookeeper.port).start()
     yield p
     await p.close()

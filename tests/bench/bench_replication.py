@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import functools
 import os
 import re
@@ -159,18 +158,24 @@ def end_to_end_latency(bootstrap: str, topic: str, n: int, acks: str = "all") ->
 
 
 @dataclass(frozen=True)
-class MicrosRun:
-    """EndToEndLatencyMicros' percentiles, in microseconds; `produce` and `poll` are those of the
-    loop's two parts, split at the producer's acknowledgement (the acks=all round, then the
-    consumer's round trip)."""
+class Percentiles:
+    """Percentiles of one EndToEndLatencyMicros measure, in microseconds."""
 
     p10: int
     p50: int
     p90: int
     p99: int
     p999: int
-    produce: MicrosRun | None = None
-    poll: MicrosRun | None = None
+
+
+@dataclass(frozen=True)
+class MicrosRun:
+    """EndToEndLatencyMicros' percentiles: the whole loop, and its two parts split at the
+    producer's acknowledgement (the acks=all round, then the consumer's round trip)."""
+
+    whole: Percentiles
+    produce: Percentiles
+    poll: Percentiles
 
 
 def end_to_end_micros(bootstrap: str, topic: str, n: int, classes: str) -> MicrosRun:
@@ -181,11 +186,11 @@ def end_to_end_micros(bootstrap: str, topic: str, n: int, classes: str) -> Micro
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S + n / 100, check=False)
     except subprocess.TimeoutExpired as e:
         raise ToolFailed(f"{MICROS_CLASS} did not finish") from e
-    parts = {m["label"]: MicrosRun(**{k: int(v) for k, v in m.groupdict().items() if k != "label"})
+    parts = {m["label"]: Percentiles(**{k: int(v) for k, v in m.groupdict().items() if k != "label"})
              for m in E2E_US.finditer(proc.stdout)}
     if proc.returncode != 0 or set(parts) != {"us", "produce", "poll"}:
         raise ToolFailed(f"{MICROS_CLASS} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return dataclasses.replace(parts["us"], produce=parts["produce"], poll=parts["poll"])
+    return MicrosRun(whole=parts["us"], produce=parts["produce"], poll=parts["poll"])
 
 
 def process_cpu_s(pid: int) -> float:
@@ -400,9 +405,9 @@ async def e2e_runs(r: Round, system: str, cluster: Cluster, leader: int, boot: s
             f"followers {cpu.follower_s / n * 1e6:.0f} us")
     if micros_classes is not None:
         u = r.e2e_us["rf3"] = await asyncio.to_thread(end_to_end_micros, boot, "rf3", n, micros_classes)
-        log(f"  {system}: e2e rf3 acks=all in us: p10 {u.p10} / p50 {u.p50} / p90 {u.p90} / p99 {u.p99} / "
-            f"p99.9 {u.p999}; p50 of the produce round {u.produce.p50 if u.produce else '-'}, "
-            f"of the poll {u.poll.p50 if u.poll else '-'}")
+        w = u.whole
+        log(f"  {system}: e2e rf3 acks=all in us: p10 {w.p10} / p50 {w.p50} / p90 {w.p90} / p99 {w.p99} / "
+            f"p99.9 {w.p999}; p50 of the produce round {u.produce.p50}, of the poll {u.poll.p50}")
 
 
 async def first_ack_after(cluster: Cluster, dead: int, t_kill: float) -> tuple[float, int, int]:
@@ -516,12 +521,11 @@ def report(results: dict[str, list[Round]], records: int, rounds: int) -> list[s
     out += ["", f"The same loop timed in microseconds ({MICROS_CLASS}, rf3), median over the rounds:", "",
             "| topic | " + " | ".join(f"{n} p10 / p50 / p90 / p99 / p99.9 µs" for n in names) + " |",
             "|---|" + "---:|" * len(systems)]
-    for label, part in (("rf3", None), ("rf3, the produce round (send().get())", "produce"),
+    for label, part in (("rf3", "whole"), ("rf3, the produce round (send().get())", "produce"),
                         ("rf3, the consumer's poll after it", "poll")):
         cells = []
         for s in systems:
-            us = [r.e2e_us["rf3"] if part is None else getattr(r.e2e_us["rf3"], part)
-                  for r in results[s] if "rf3" in r.e2e_us]
+            us = [getattr(r.e2e_us["rf3"], part) for r in results[s] if "rf3" in r.e2e_us]
             cells.append(" / ".join(f"{med([getattr(u, f) for u in us]):,.0f}" for f in ("p10", "p50", "p90", "p99", "p999"))
                          if us else "-")
         out.append(f"| {label} | " + " | ".join(cells) + " |")

@@ -8,7 +8,11 @@ nothing is served to an unauthenticated client. A handshake naming a mechanism t
 not enable is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones and the connection is
 closed. A failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message (v1;
 v0 gets no answer) after `connection.failed.authentication.delay.ms`, then the connection closes:
-the delay slows down password guessing, as Kafka's delayed close does.
+the delay slows down password guessing, as Kafka's delayed close does. Unlike Kafka, which closes
+the socket right after writing the answer, the broker then waits for the client to close (at most
+FAILED_ANSWER_LINGER_S): a client that reads its socket to the end before it parses what it read
+(kafka-python 3.0's transport) drops an answer followed by the close in the same read and reports
+only "socket disconnected", never the broker's message.
 
 The connection (broker.network) hands every frame here until `complete`; `receive` answers the
 SASL requests itself through `conn.send_now` and returns False for a frame the connection must
@@ -61,6 +65,9 @@ RAW_TOKEN = "RAW_TOKEN"
 COMPLETE = "COMPLETE"
 FAILED = "FAILED"
 MIN_REAUTH_INTERVAL_S = 1.0  # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
+# How long a failed authentication's answer waits for the client to close before the broker does:
+# long enough for a loaded client to read it, short enough that a guesser holds few sockets
+FAILED_ANSWER_LINGER_S = 1.0
 
 
 class MechanismServer(Protocol):
@@ -247,10 +254,13 @@ class SaslAuthenticator:
         def close() -> None:
             if self.conn.closed:
                 return
-            if header is not None:
-                self._respond(header, SaslAuthenticateResponse(
-                    error_code=SASL_AUTHENTICATION_FAILED, error_message=message, auth_bytes=b""))
-            self.conn.close()
+            if header is None:
+                self.conn.close()
+                return
+            self._respond(header, SaslAuthenticateResponse(
+                error_code=SASL_AUTHENTICATION_FAILED, error_message=message, auth_bytes=b""))
+            # the client's close (EOF) closes the connection sooner; frames are ignored meanwhile
+            asyncio.get_running_loop().call_later(FAILED_ANSWER_LINGER_S, self.conn.close)
 
         if self.failed_delay_s > 0:
             asyncio.get_running_loop().call_later(self.failed_delay_s, close)

@@ -6,7 +6,7 @@ bare size-prefixed tokens) -> COMPLETE, or FAILED. Before COMPLETE, ApiVersions 
 usual and any other request closes the connection (Kafka throws IllegalSaslStateException), so
 nothing is served to an unauthenticated client. A handshake naming a mechanism the listener does
 not enable is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones and the connection is
-closed. A failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message (v1;
+closed (after the client's close, as below). A failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message (v1;
 v0 gets no answer) after `connection.failed.authentication.delay.ms`, then the connection closes:
 the delay slows down password guessing, as Kafka's delayed close does. Unlike Kafka, which closes
 the socket right after writing the answer, the broker then waits for the client to close (at most
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from broker.apis.registry import REGISTRY
+from broker.log_limiter import RateLimitedLog
 from broker.sasl.errors import SaslAuthenticationError, SaslError
 from protocol.framing import API_VERSIONS_KEY, decode_request_header, encode_response_frame
 from protocol.messages import (
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from broker.network import KafkaConnection
 
 log = structlog.get_logger("odradek.sasl")
+client_input_log = RateLimitedLog(log)
 
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
@@ -167,9 +169,12 @@ class SaslAuthenticator:
     def _handshake(self, header: Any, request: SaslHandshakeRequest) -> None:
         mechanism = request.mechanism
         if mechanism not in self.mechanisms:
+            client_input_log.warning("Unsupported SASL mechanism; closing connection", peer=self.conn.peer,
+                                     listener=self.conn.listener.name, mechanism=mechanism,
+                                     enabled=self.mechanisms)
             self._respond(header, SaslHandshakeResponse(error_code=UNSUPPORTED_SASL_MECHANISM,
                                                         mechanisms=list(self.mechanisms)))
-            self.conn.abort("Unsupported SASL mechanism", mechanism=mechanism, enabled=self.mechanisms)
+            self._close_after_answer()
             return
         self._respond(header, SaslHandshakeResponse(error_code=0, mechanisms=list(self.mechanisms)))
         if self.previous is not None and self.previous[0] != mechanism:
@@ -244,6 +249,12 @@ class SaslAuthenticator:
             log.info(event, peer=self.conn.peer, listener=self.conn.listener.name,
                      mechanism=self.server.mechanism, principal=self.conn.principal)
 
+    def _close_after_answer(self) -> None:
+        """A refusal is answered: close when the client does (its EOF closes the connection), or
+        after FAILED_ANSWER_LINGER_S; frames that arrive meanwhile are ignored (FAILED)."""
+        self.state = FAILED
+        asyncio.get_running_loop().call_later(FAILED_ANSWER_LINGER_S, self.conn.close)
+
     def _fail(self, header: Any, message: str, detail: str | None = None) -> None:
         """Answer (v1) and close after the failed-authentication delay; read nothing more."""
         self.state = FAILED
@@ -259,8 +270,7 @@ class SaslAuthenticator:
                 return
             self._respond(header, SaslAuthenticateResponse(
                 error_code=SASL_AUTHENTICATION_FAILED, error_message=message, auth_bytes=b""))
-            # the client's close (EOF) closes the connection sooner; frames are ignored meanwhile
-            asyncio.get_running_loop().call_later(FAILED_ANSWER_LINGER_S, self.conn.close)
+            self._close_after_answer()
 
         if self.failed_delay_s > 0:
             asyncio.get_running_loop().call_later(self.failed_delay_s, close)

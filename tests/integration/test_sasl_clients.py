@@ -147,20 +147,33 @@ def test_kafka_python_plain(sasl: SaslBroker, protocol: str) -> None:
     assert kafka_python_round_trip(common, topic, expected) == expected
 
 
-def test_kafka_python_wrong_password(sasl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
-    """kafka-python 3 retries the bootstrap after a failed authentication (until
-    bootstrap_timeout_ms) and logs the broker's error, SaslAuthenticationFailedError with Kafka's
-    message, on every attempt. Its transport drops an answer that arrives with the close in one
-    read ("socket disconnected"); the broker waits for the client's close after the answer, so
-    no attempt loses it."""
+def kafka_python_bootstrap_failures(sasl: SaslBroker, caplog: pytest.LogCaptureFixture,
+                                    mechanism: str, password: str) -> list[str]:
+    """Bootstrap kafka-python 3 against the PLAIN listener until it gives up (it retries a
+    refused authentication until bootstrap_timeout_ms); the reason it logged for each attempt."""
     with pytest.raises(KafkaPythonError, match="Unable to bootstrap"):
         KafkaProducer(bootstrap_servers=sasl.sasl_plaintext, security_protocol="SASL_PLAINTEXT",
-                      sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="nope",
-                      bootstrap_timeout_ms=3000).close()
+                      sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password,
+                      bootstrap_timeout_ms=2000).close()
     failures = [r.getMessage() for r in caplog.records if "Bootstrap connection to" in r.getMessage()]
-    assert failures and all(
-        "SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in m
-        for m in failures), failures
+    assert failures, "kafka-python made no bootstrap attempt"
+    return failures
+
+
+def test_kafka_python_wrong_password(sasl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """Every attempt logs the broker's answer, SaslAuthenticationFailedError with Kafka's message.
+    kafka-python's transport drops an answer that arrives with the close in one read ("socket
+    disconnected"); the broker waits for the client's close after the answer, so none is lost."""
+    failures = kafka_python_bootstrap_failures(sasl, caplog, "PLAIN", "nope")
+    assert all("SaslAuthenticationFailedError: Authentication failed: Invalid username or password" in m
+               for m in failures), failures
+
+
+def test_kafka_python_unsupported_mechanism(sasl: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """A mechanism the listener does not enable: every attempt reads the handshake's
+    UNSUPPORTED_SASL_MECHANISM answer, not just the close."""
+    failures = kafka_python_bootstrap_failures(sasl, caplog, "SCRAM-SHA-512", USERS["alice"])
+    assert all("UnsupportedSaslMechanismError" in m for m in failures), failures
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])

@@ -91,10 +91,12 @@ class Cluster:
     async def close(self) -> None:
         if self.zk is not None:
             await self.zk.zk.close()
-        for b in self.brokers.values():
+        for i, b in self.brokers.items():
             if b.proc is not None and b.proc.poll() is None:
                 b.proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
             await asyncio.to_thread(b.kill)
+            # for a post-mortem of a failed run: the log of each broker's last incarnation
+            (self.root / f"broker-{i}.log").write_text(b.log_text() + "\n")
 
     def client_settings(self, i: int) -> dict[str, Any]:
         """kafka-python settings of a client of broker i (a subclass's clients may use another

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,7 @@ async def test_streams_exactly_once_v2_word_count_across_a_broker_kill_and_an_ap
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
     await asyncio.to_thread(create_topics, bootstrap, ["wc-in", "wc-out"], PARTITIONS, 3)
     killed: list[int] = []
+    loop = asyncio.get_running_loop()
 
     def busiest_leader() -> int:
         view = cluster.metadata(cluster.live()[0])
@@ -61,7 +63,20 @@ async def test_streams_exactly_once_v2_word_count_across_a_broker_kill_and_an_ap
         cluster.brokers[killed[0]].kill()
 
     def restart() -> None:
+        """Start the victim again and wait until every broker serves the same metadata, every
+        partition of the application led by a live broker. A broker answers from when it
+        listens, before the controller has sent it any state: a checker's consumer bootstrapped
+        in that window was seen stuck for its whole minute in CI (the victim was the controller
+        too, and another broker took over, so the window lasted the failover)."""
         cluster.brokers[killed[0]] = cluster.broker_process(killed[0]).start()
+
+        def served(view: dict[str, Any]) -> bool:
+            live = set(cluster.live())
+            return all(t in view["topics"] and all(s[1] in live for s in partitions(view, t).values())
+                       for t in APP_TOPICS)
+
+        asyncio.run_coroutine_threadsafe(
+            cluster.until_all_agree(served, "the application's partitions after the restart"), loop).result()
 
     await asyncio.to_thread(
         exactly_once_across_kills, bootstrap, PARTITIONS,

@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import LoggedProcess
@@ -136,7 +143,9 @@ def committed_counts(bootstrap: str, topic: str, partitions: int, timeout: float
         pending = set(range(partitions))
         deadline = time.monotonic() + timeout
         while pending:
-            assert time.monotonic() < deadline, f"{topic}: partitions {sorted(pending)} not read to their end"
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{topic}: partitions {sorted(pending)} not read to their end: "
+                                     + _positions(c, topic, sorted(pending)))
             for m in c.consume(1000, timeout=1.0):
                 if m.error() is not None:
                     assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
@@ -146,6 +155,18 @@ def committed_counts(bootstrap: str, topic: str, partitions: int, timeout: float
     finally:
         c.close()
     return counts
+
+
+def _positions(c: Consumer, topic: str, partitions: list[int]) -> str:
+    """Where a stuck read_committed consumer is against the partitions' ends, for the failure."""
+    out = []
+    for p, pos in zip(partitions, c.position([TopicPartition(topic, p) for p in partitions]), strict=True):
+        try:
+            low, lso = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+            out.append(f"{p}: position {pos.offset}, log start {low}, last stable offset {lso}")
+        except KafkaException as e:
+            out.append(f"{p}: position {pos.offset}, watermarks not known ({e})")
+    return "; ".join(out)
 
 
 def until_counted(bootstrap: str, topic: str, partitions: int, expected: dict[str, int], app: WordCountApp,

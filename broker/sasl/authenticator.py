@@ -6,13 +6,14 @@ bare size-prefixed tokens) -> COMPLETE, or FAILED. Before COMPLETE, ApiVersions 
 usual and any other request closes the connection (Kafka throws IllegalSaslStateException), so
 nothing is served to an unauthenticated client. A handshake naming a mechanism the listener does
 not enable is answered UNSUPPORTED_SASL_MECHANISM with the enabled ones and the connection is
-closed (after the client's close, as below). A failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message (v1;
-v0 gets no answer) after `connection.failed.authentication.delay.ms`, then the connection closes:
-the delay slows down password guessing, as Kafka's delayed close does. Unlike Kafka, which closes
-the socket right after writing the answer, the broker then waits for the client to close (at most
-FAILED_ANSWER_LINGER_S): a client that reads its socket to the end before it parses what it read
-(kafka-python 3.0's transport) drops an answer followed by the close in the same read and reports
-only "socket disconnected", never the broker's message.
+closed (after the client's close, as below). A failed authentication is answered
+SASL_AUTHENTICATION_FAILED with Kafka's message (v1; v0 gets no answer) after
+`connection.failed.authentication.delay.ms`, then the connection closes: the delay slows down
+password guessing, as Kafka's delayed close does. Unlike Kafka, which closes the socket right after
+writing the answer, the broker then waits for the client to close (at most FAILED_ANSWER_LINGER_S):
+a client that reads its socket to the end before it parses what it read (kafka-python 3.0's
+transport) drops an answer followed by the close in the same read and reports only "socket
+disconnected", never the broker's message.
 
 The connection (broker.network) hands every frame here until `complete`; `receive` answers the
 SASL requests itself through `conn.send_now` and returns False for a frame the connection must
@@ -67,7 +68,8 @@ RAW_TOKEN = "RAW_TOKEN"
 COMPLETE = "COMPLETE"
 FAILED = "FAILED"
 MIN_REAUTH_INTERVAL_S = 1.0  # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
-# How long a failed authentication's answer waits for the client to close before the broker does:
+# How long a refusal's answer (failed authentication, unsupported mechanism) waits for the client to
+# close before the broker does:
 # long enough for a loaded client to read it, short enough that a guesser holds few sockets
 FAILED_ANSWER_LINGER_S = 1.0
 

@@ -190,7 +190,7 @@ async def test_network_client_reauthenticates_before_the_session_ends(reauth: Re
     finally:
         await client.close()
     # the broker logs before it answers, but its lines reach us through a pipe and a reader thread
-    reauth.broker.wait_until(lambda: alice_reauthentications(reauth, after) >= 2, timeout=10)
+    await asyncio.to_thread(reauth.broker.wait_until, lambda: alice_reauthentications(reauth, after) >= 2, 10)
     assert alice_reauthentications(reauth, after) == 2
     assert not any("Disconnecting expired channel" in line for line in reauth.broker.lines[after:])
 

@@ -175,9 +175,10 @@ def _warn_stale_leaders(described: list[dict[str, Any]], unreachable: dict[int, 
 def create(bootstrap: str, timeout_s: float, client_config: ClientProperties, name: str,
            partitions: int | None, replication_factor: int | None, config: tuple[str, ...],
            if_not_exists: bool, validate_only: bool, progress_interval_s: float) -> None:
-    """Create topic NAME and wait (up to --timeout) until every partition has a leader, so the
-    topic can be written as soon as the command returns (CreateTopics answers once the topic is
-    recorded; the leaders are elected after). Progress goes to standard error.
+    """Create topic NAME and wait (up to --timeout) until every partition has a leader in every
+    broker's metadata, so the topic can be written through any broker as soon as the command
+    returns (CreateTopics answers once the topic is recorded; the leaders are elected after).
+    Progress goes to standard error.
 
     \b
     Examples:
@@ -209,20 +210,40 @@ def create(bootstrap: str, timeout_s: float, client_config: ClientProperties, na
 
 
 def _wait_for_leaders(admin: Any, name: str, total: int, timeout_s: float, update: Update) -> tuple[int, int]:
-    """Poll the metadata until all `total` partitions of `name` have a leader (or --timeout
-    passes); (partitions, how many have a leader). `total` 0: the broker's num.partitions,
-    learnt from the metadata."""
+    """Poll every broker's metadata until each lists all `total` partitions of `name` with a
+    leader (or --timeout passes); (partitions, how many have a leader on the broker that knows
+    fewest). `total` 0: the broker's num.partitions, learnt from the metadata. Every broker, not
+    one: the controller's UpdateMetadata reaches them one after the other, and a broker still
+    creating hundreds of logs answers from its old cache meanwhile, so a client asking it right
+    after the command would not find the topic (as on Kafka). A broker that does not answer is
+    left out: no client gets metadata from it either."""
     deadline = time.monotonic() + timeout_s
     while True:
-        described = admin.describe_topics([name])
-        parts = [p for t in described if t["name"] == name and t["error_code"] in (0, 5)  # 5: LEADER_NOT_AVAILABLE
-                 for p in t["partitions"]]
-        total = max(total, len(parts))
-        led = sum(1 for p in parts if p["leader_id"] != NO_LEADER)
+        views = admin._manager.run(_partitions_on_every_broker, admin, name)
+        total = max([total, *(len(parts) for parts in views)])
+        led = min((sum(1 for p in parts if p["leader_id"] != NO_LEADER) for parts in views), default=0)
         update(led, total)
         if (total and led >= total) or time.monotonic() > deadline:
             return total, led
         time.sleep(LEADER_POLL_S)
+
+
+async def _partitions_on_every_broker(admin: Any, name: str) -> list[list[dict[str, Any]]]:
+    """The partitions of `name` in each answering broker's Metadata (kafka-python's admin asks
+    one broker of its choice: this asks each, on the admin's own connections)."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                              allow_auto_topic_creation=False)
+    views = []
+    for broker in sorted(admin._manager.cluster.brokers(), key=lambda b: b.node_id):
+        try:
+            response = await admin._manager.send(request, node_id=broker.node_id)
+        except Exception:  # not answering (the reachability probe warned about it)
+            continue
+        views.append([p for t in response.to_dict()["topics"] if t["name"] == name
+                      and t["error_code"] in (0, 5) for p in t["partitions"]])  # 5: LEADER_NOT_AVAILABLE
+    return views
 
 
 @topics.command()

@@ -207,9 +207,14 @@ def _make_operator_admin(base: type) -> type:
 
             self.unreachable = avoid_unreachable(self._manager, bootstrap, timeout_s, client)
 
+        def answering_broker_ids(self) -> list[int]:
+            """The brokers of the cluster metadata but the unreachable ones: where a per-broker
+            fan-out goes."""
+            return [b.node_id for b in self._manager.cluster.brokers() if b.node_id not in self.unreachable]
+
         def list_groups(self, broker_ids: list[int] | None = None, **kwargs: Any) -> Any:
             if broker_ids is None:
-                broker_ids = [b.node_id for b in self._manager.cluster.brokers() if b.node_id not in self.unreachable]
+                broker_ids = self.answering_broker_ids()
             return super().list_groups(broker_ids, **kwargs)
 
     return OperatorAdmin

@@ -230,16 +230,19 @@ def _wait_for_leaders(admin: Any, name: str, total: int, timeout_s: float, updat
 
 async def _partitions_on_every_broker(admin: Any, name: str) -> list[list[dict[str, Any]]]:
     """The partitions of `name` in each answering broker's Metadata (kafka-python's admin asks
-    one broker of its choice: this asks each, on the admin's own connections)."""
+    one broker of its choice: this asks each, on the admin's own connections). The brokers the
+    reachability probe found silent are not asked; one that stops answering meanwhile is left
+    out of this round."""
+    from kafka.errors import KafkaError
     from kafka.protocol.metadata import MetadataRequest
 
     request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
                               allow_auto_topic_creation=False)
     views = []
-    for broker in sorted(admin._manager.cluster.brokers(), key=lambda b: b.node_id):
+    for node_id in admin.answering_broker_ids():
         try:
-            response = await admin._manager.send(request, node_id=broker.node_id)
-        except Exception:  # not answering (the reachability probe warned about it)
+            response = await admin._manager.send(request, node_id=node_id)
+        except KafkaError:  # connection lost or request timed out
             continue
         views.append([p for t in response.to_dict()["topics"] if t["name"] == name
                       and t["error_code"] in (0, 5) for p in t["partitions"]])  # 5: LEADER_NOT_AVAILABLE

@@ -73,6 +73,11 @@ async def test_commands_work_and_warn_while_a_listed_broker_is_dead(cluster: Clu
     out = odradek("consume", "rf1", "-p", "0", "--offset", "earliest", "-n", "1", "-b", address(cluster, 2))
     assert out.returncode == 0 and out.stdout == "still here\n" and warning in out.stderr, (out.stdout, out.stderr)
 
+    # create waits for the leaders in the metadata of every broker that answers, not the dead one
+    out = odradek("topics", "create", "fresh", "-p", "3", "-r", "1", "--timeout", "30", "-b", address(cluster, 1))
+    assert out.returncode == 0 and out.stdout == "Created topic fresh.\n", (out.stdout, out.stderr)
+    assert warning in out.stderr and "have a leader after" not in out.stderr, out.stderr
+
     # the metadata still names broker 3 (Kafka's tool prints it so); a warning says it is not there
     out = odradek("topics", "describe", "rf3", "-b", address(cluster, 1))
     assert out.returncode == 0, out.stderr
